@@ -1,0 +1,544 @@
+//! Runtime probing: what the running kernel offers, detected once and cached.
+//!
+//! Each probe is one function that makes one harmless call and reads the errno, by the rules in
+//! `KERNEL.md`. Two op values are overloaded between mainline and never-merged patches, so
+//! their probes are built never to take a lock or block:
+//!
+//! * op 13 is `FUTEX_LOCK_PI2` on mainline (5.14+) and `FUTEX_SWAP` on the SWAP patches: it is
+//!   called on a word that already holds our own TID, so LOCK_PI2 answers `EDEADLK` and SWAP
+//!   (nothing to wake, value mismatch) answers `EAGAIN`;
+//! * futex2 flag `0x08` is `FUTEX2_MPOL` on 6.16+ and `FUTEX2_SPIN` on the SPIN patches: it is
+//!   told apart by whether `FUTEX2_NUMA` (also 6.16+) exists.
+//!
+//! `FUTEXKIT_DISABLE=swap,spin,...` (or `all`) forces capabilities off so every fallback can be
+//! tested on any kernel. `FUTEXKIT_ENABLE=spin` opts in to FUTEX2_SPIN, which has no stable ABI.
+
+use std::fmt;
+
+/// A kernel feature futexkit can use when present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// futex2 `futex_wait` / `futex_wake` / `futex_requeue` (6.7+).
+    Futex2,
+    /// `futex_waitv` (5.16+).
+    Waitv,
+    /// `FUTEX2_NUMA` (6.16+).
+    Numa,
+    /// `FUTEX2_MPOL` (6.16+).
+    Mpol,
+    /// Priority-inheritance futexes (`CONFIG_FUTEX_PI`).
+    Pi,
+    /// `FUTEX_LOCK_PI2` (5.14+).
+    LockPi2,
+    /// `FUTEX_WAIT_REQUEUE_PI` / `FUTEX_CMP_REQUEUE_PI`.
+    RequeuePi,
+    /// `FUTEX_SWAP` (never merged): wake a partner and wait, handing it this CPU.
+    Swap,
+    /// `FUTEX2_SPIN` (never merged; opt-in with `FUTEXKIT_ENABLE=spin`).
+    Spin,
+    /// rseq time-slice extension (7.0+).
+    RseqSlice,
+}
+
+impl Capability {
+    /// Every capability, in the order [`Capabilities`] reports them.
+    pub const ALL: [Capability; 10] = [
+        Capability::Futex2,
+        Capability::Waitv,
+        Capability::Numa,
+        Capability::Mpol,
+        Capability::Pi,
+        Capability::LockPi2,
+        Capability::RequeuePi,
+        Capability::Swap,
+        Capability::Spin,
+        Capability::RseqSlice,
+    ];
+
+    /// The name used in `FUTEXKIT_DISABLE` and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Capability::Futex2 => "futex2",
+            Capability::Waitv => "waitv",
+            Capability::Numa => "numa",
+            Capability::Mpol => "mpol",
+            Capability::Pi => "pi",
+            Capability::LockPi2 => "lock_pi2",
+            Capability::RequeuePi => "requeue_pi",
+            Capability::Swap => "swap",
+            Capability::Spin => "spin",
+            Capability::RseqSlice => "rseq_slice",
+        }
+    }
+
+    fn index(self) -> usize {
+        Capability::ALL
+            .iter()
+            .position(|&c| c == self)
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one capability was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detection {
+    /// What the kernel answered says the feature is there.
+    pub detected: bool,
+    /// `FUTEXKIT_DISABLE` named it (or, for spin, `FUTEXKIT_ENABLE` did not).
+    pub disabled: bool,
+    /// The call made and what it answered.
+    pub evidence: String,
+}
+
+impl Detection {
+    /// Detected and not disabled: futexkit will use it.
+    pub fn available(&self) -> bool {
+        self.detected && !self.disabled
+    }
+}
+
+/// What the running kernel offers, as probed (see [`capabilities`](crate::capabilities)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    kernel_release: String,
+    usable_cpus: usize,
+    detections: Vec<Detection>,
+}
+
+/// Which capabilities the user forced off or opted in to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    disabled: Vec<Capability>,
+    enabled: Vec<Capability>,
+}
+
+impl Overrides {
+    /// Parses `FUTEXKIT_DISABLE` and `FUTEXKIT_ENABLE` style lists: names separated by commas
+    /// or spaces, `all` for every capability. Unknown names are ignored (and listed by
+    /// [`Overrides::unknown_names`]).
+    pub fn parse(disable: &str, enable: &str) -> Overrides {
+        Overrides {
+            disabled: parse_list(disable),
+            enabled: parse_list(enable),
+        }
+    }
+
+    /// The overrides in this process's environment.
+    pub fn from_env() -> Overrides {
+        let disable = std::env::var("FUTEXKIT_DISABLE").unwrap_or_default();
+        let enable = std::env::var("FUTEXKIT_ENABLE").unwrap_or_default();
+        Overrides::parse(&disable, &enable)
+    }
+
+    /// Names in `list` that are neither a capability nor `all`.
+    pub fn unknown_names(list: &str) -> Vec<String> {
+        split_list(list)
+            .filter(|name| *name != "all" && !Capability::ALL.iter().any(|c| c.name() == *name))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn disables(&self, cap: Capability) -> bool {
+        let base_disabled = match cap {
+            // These are flags or ops of a base capability: without it they cannot be used.
+            Capability::Numa | Capability::Mpol | Capability::Spin => {
+                self.disabled.contains(&Capability::Futex2)
+            }
+            Capability::LockPi2 | Capability::RequeuePi => self.disabled.contains(&Capability::Pi),
+            _ => false,
+        };
+        let opt_in_missing = cap == Capability::Spin && !self.enabled.contains(&cap);
+        base_disabled || opt_in_missing || self.disabled.contains(&cap)
+    }
+}
+
+fn split_list(list: &str) -> impl Iterator<Item = &str> {
+    list.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn parse_list(list: &str) -> Vec<Capability> {
+    let mut caps = Vec::new();
+    for name in split_list(list) {
+        if name == "all" {
+            return Capability::ALL.to_vec();
+        }
+        if let Some(&cap) = Capability::ALL.iter().find(|c| c.name() == name) {
+            caps.push(cap);
+        }
+    }
+    caps
+}
+
+impl Capabilities {
+    /// Runs every probe now, with the overrides from the environment.
+    pub fn detect() -> Capabilities {
+        Capabilities::detect_with(&Overrides::from_env())
+    }
+
+    /// Runs every probe now, with the given overrides.
+    pub fn detect_with(overrides: &Overrides) -> Capabilities {
+        let mut detections: Vec<Detection> = probes::run_all();
+        for (cap, detection) in Capability::ALL.iter().zip(detections.iter_mut()) {
+            detection.disabled = overrides.disables(*cap);
+        }
+        Capabilities {
+            kernel_release: probes::kernel_release(),
+            usable_cpus: probes::usable_cpus(),
+            detections,
+        }
+    }
+
+    /// Whether futexkit will use `cap`: detected, and not disabled.
+    pub fn has(&self, cap: Capability) -> bool {
+        self.detection(cap).available()
+    }
+
+    /// How `cap` was decided.
+    pub fn detection(&self, cap: Capability) -> &Detection {
+        &self.detections[cap.index()]
+    }
+
+    /// The CPUs this process may run on (its affinity mask) when probed.
+    pub fn usable_cpus(&self) -> usize {
+        self.usable_cpus
+    }
+
+    /// The kernel release (`uname -r`).
+    pub fn kernel_release(&self) -> &str {
+        &self.kernel_release
+    }
+}
+
+impl fmt::Display for Capabilities {
+    /// One line: kernel, CPUs, and each capability as `+name` (used), `-name` (absent) or
+    /// `!name` (detected but disabled).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel {} cpus {}", self.kernel_release, self.usable_cpus)?;
+        for cap in Capability::ALL {
+            let d = self.detection(cap);
+            let sign = match (d.detected, d.disabled) {
+                (true, false) => '+',
+                (true, true) => '!',
+                (false, _) => '-',
+            };
+            write!(f, " {sign}{cap}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(loom)]
+mod probes {
+    use super::{Capability, Detection};
+
+    pub(super) fn run_all() -> Vec<Detection> {
+        Capability::ALL
+            .iter()
+            .map(|_| Detection {
+                detected: false,
+                disabled: false,
+                evidence: "not probed under loom".into(),
+            })
+            .collect()
+    }
+
+    pub(super) fn kernel_release() -> String {
+        "loom".into()
+    }
+
+    pub(super) fn usable_cpus() -> usize {
+        2
+    }
+}
+
+#[cfg(not(loom))]
+mod probes {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use super::Detection;
+    use crate::futex::futex2::{FUTEX2_MPOL, FUTEX2_NUMA, FUTEX2_PRIVATE, FUTEX2_SIZE_U32};
+    use crate::futex::{op, sys};
+
+    pub(super) use sys::{kernel_release, usable_cpus};
+
+    fn errno_name(result: Result<usize, i32>) -> String {
+        match result {
+            Ok(n) => format!("returned {n}"),
+            Err(libc::EAGAIN) => "EAGAIN".into(),
+            Err(libc::EINVAL) => "EINVAL".into(),
+            Err(libc::ENOSYS) => "ENOSYS".into(),
+            Err(libc::EDEADLK) => "EDEADLK".into(),
+            Err(libc::EPERM) => "EPERM".into(),
+            Err(libc::ESRCH) => "ESRCH".into(),
+            Err(e) => format!("errno {e}"),
+        }
+    }
+
+    fn detection(detected: bool, evidence: String) -> Detection {
+        Detection {
+            detected,
+            disabled: false,
+            evidence,
+        }
+    }
+
+    /// In `Capability::ALL` order.
+    pub(super) fn run_all() -> Vec<Detection> {
+        let numa = numa_flag();
+        let flag_08 = flag_0x08();
+        let numa_present = numa == Err(libc::EAGAIN);
+        let flag_08_accepted = flag_08 == Err(libc::EAGAIN);
+        let op13 = op13();
+        let swap = swap(op13);
+        vec![
+            futex2(),
+            waitv(),
+            detection(
+                numa_present,
+                format!("futex_wait(U32|PRIVATE|NUMA) on {{1, -1}}: {}", errno_name(numa)),
+            ),
+            // KERNEL.md: 0x08 is MPOL where NUMA exists too (6.16+).
+            detection(
+                flag_08_accepted && numa_present,
+                format!(
+                    "futex_wait(U32|PRIVATE|0x08): {}; with NUMA {}",
+                    errno_name(flag_08),
+                    if numa_present { "present: 0x08 is MPOL" } else { "absent: 0x08 is not MPOL" }
+                ),
+            ),
+            pi(),
+            detection(
+                op13 == Err(libc::EDEADLK),
+                format!("op 13 on own-TID word: {} (EDEADLK means LOCK_PI2)", errno_name(op13)),
+            ),
+            requeue_pi(),
+            swap,
+            // KERNEL.md: 0x08 is SPIN only if it is accepted and NUMA is rejected.
+            detection(
+                flag_08_accepted && numa == Err(libc::EINVAL),
+                format!(
+                    "futex_wait(0x08): {}, NUMA: {} (SPIN needs EAGAIN and EINVAL)",
+                    errno_name(flag_08),
+                    errno_name(numa)
+                ),
+            ),
+            rseq_slice(),
+        ]
+    }
+
+    /// KERNEL.md: `futex_wake` with nr 0 wakes nobody; ENOSYS before 6.7.
+    fn futex2() -> Detection {
+        let word = AtomicU32::new(0);
+        let r = sys::futex2_wake(
+            word.as_ptr().cast(),
+            0xffff_ffff,
+            0,
+            FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
+        );
+        detection(r.is_ok(), format!("futex_wake(nr 0): {}", errno_name(r)))
+    }
+
+    /// KERNEL.md: `futex_waitv` on one word whose value mismatches returns EAGAIN at once;
+    /// ENOSYS before 5.16.
+    fn waitv() -> Detection {
+        let word = AtomicU32::new(0);
+        let entry = [sys::FutexWaitv {
+            val: 1,
+            uaddr: word.as_ptr() as u64,
+            flags: FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
+            reserved: 0,
+        }];
+        // SAFETY: the entry names `word`, live for the call; no timeout.
+        let r = unsafe { sys::futex_waitv(&entry, core::ptr::null(), libc::CLOCK_MONOTONIC) };
+        detection(
+            r == Err(libc::EAGAIN),
+            format!("futex_waitv on a mismatched word: {}", errno_name(r)),
+        )
+    }
+
+    /// KERNEL.md: `futex_wait` on an 8-byte-aligned `{1, 0xffff_ffff}` pair with
+    /// `U32|PRIVATE|NUMA` and value 0: 6.16+ EAGAIN (mismatch), earlier EINVAL or ENOSYS.
+    fn numa_flag() -> Result<usize, i32> {
+        #[repr(C, align(8))]
+        struct Pair([AtomicU32; 2]);
+        let pair = Pair([AtomicU32::new(1), AtomicU32::new(u32::MAX)]);
+        // SAFETY: `pair` is live and 8-byte aligned for the call; value 0 mismatches, so the
+        // kernel returns at once; no timeout.
+        unsafe {
+            sys::futex2_wait(
+                pair.0.as_ptr().cast(),
+                0,
+                0xffff_ffff,
+                FUTEX2_SIZE_U32 | FUTEX2_PRIVATE | FUTEX2_NUMA,
+                core::ptr::null(),
+                libc::CLOCK_MONOTONIC,
+            )
+        }
+    }
+
+    /// KERNEL.md: `futex_wait(&W=1, val 0, mask 0xffff_ffff, U32|PRIVATE|0x08)`: <6.7 ENOSYS,
+    /// 6.7-6.15 EINVAL, 6.16+ EAGAIN (MPOL), SPIN kernel EAGAIN. The word holds 1, not an
+    /// owner TID that could be missing, so the SPIN RFC's bucket-lock leak cannot trigger.
+    fn flag_0x08() -> Result<usize, i32> {
+        let word = AtomicU32::new(1);
+        // SAFETY: `word` is live and aligned; value 0 mismatches, so no blocking.
+        unsafe {
+            sys::futex2_wait(
+                word.as_ptr().cast(),
+                0,
+                0xffff_ffff,
+                FUTEX2_SIZE_U32 | FUTEX2_PRIVATE | FUTEX2_MPOL,
+                core::ptr::null(),
+                libc::CLOCK_MONOTONIC,
+            )
+        }
+    }
+
+    /// `FUTEX_TRYLOCK_PI` on a word that already holds our TID: EDEADLK where PI futexes exist
+    /// (the kernel sees we own it; nothing is taken), ENOSYS without `CONFIG_FUTEX_PI`.
+    fn pi() -> Detection {
+        let word = AtomicU32::new(sys::gettid());
+        // SAFETY: `word` is live and aligned; we "own" it, so no lock changes hands.
+        let r = unsafe {
+            sys::futex(
+                word.as_ptr(),
+                op::TRYLOCK_PI | op::PRIVATE_FLAG,
+                0,
+                0,
+                core::ptr::null(),
+                0,
+            )
+        };
+        detection(
+            r == Err(libc::EDEADLK),
+            format!("TRYLOCK_PI on own-TID word: {}", errno_name(r)),
+        )
+    }
+
+    /// KERNEL.md's safe op 13 probe: `W = gettid()`, `D = 0`,
+    /// `futex(&W, 13|PRIVATE, tid ^ 1, NULL, &D, 0)`. Mainline 5.14+: EDEADLK (we own W);
+    /// FUTEX_SWAP kernel: EAGAIN (nothing to wake, value mismatch); older: ENOSYS. Never with
+    /// W == 0 (would take the lock) or a foreign TID (would block).
+    fn op13() -> Result<usize, i32> {
+        let tid = sys::gettid();
+        let word = AtomicU32::new(tid);
+        let dummy = AtomicU32::new(0);
+        // SAFETY: both words are live and aligned for the call. W holds our own TID, so
+        // LOCK_PI2 returns EDEADLK without taking anything, and SWAP's wait mismatches.
+        let r = unsafe {
+            sys::futex(
+                word.as_ptr(),
+                op::OP_13 | op::PRIVATE_FLAG,
+                tid ^ 1,
+                0,
+                dummy.as_ptr(),
+                0,
+            )
+        };
+        debug_assert_eq!(word.load(Ordering::Relaxed), tid, "op 13 probe changed its word");
+        r
+    }
+
+    /// FUTEX_SWAP: op 13 answered EAGAIN, confirmed by a two-thread check (KERNEL.md: "After
+    /// EAGAIN, confirm with a two-thread functional check before trusting it").
+    fn swap(op13: Result<usize, i32>) -> Detection {
+        if op13 != Err(libc::EAGAIN) {
+            return detection(
+                false,
+                format!("op 13 on own-TID word: {} (SWAP needs EAGAIN)", errno_name(op13)),
+            );
+        }
+        let confirmed = swap_functional_check();
+        detection(
+            confirmed,
+            format!(
+                "op 13: EAGAIN; two-thread swap check {}",
+                if confirmed { "woke the partner" } else { "failed" }
+            ),
+        )
+    }
+
+    /// A partner waits on `partner_word` (with a timeout); we FUTEX_SWAP to it, waiting on
+    /// `own_word` with a relative timeout. The partner must be woken by the swap (its wait
+    /// returns 0 with its word unchanged) and then wake us. Every wait is bounded, so a kernel
+    /// that does something else cannot hang the probe.
+    fn swap_functional_check() -> bool {
+        static PARTNER: AtomicU32 = AtomicU32::new(0);
+        static OWN: AtomicU32 = AtomicU32::new(0);
+        let limit = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        PARTNER.store(0, Ordering::SeqCst);
+        OWN.store(0, Ordering::SeqCst);
+        let partner = std::thread::spawn(move || {
+            // SAFETY: PARTNER is a live static; `limit` outlives the call (relative timeout).
+            let woken = unsafe {
+                sys::futex(
+                    PARTNER.as_ptr(),
+                    op::WAIT | op::PRIVATE_FLAG,
+                    0,
+                    &limit as *const libc::timespec as usize,
+                    core::ptr::null(),
+                    0,
+                )
+            };
+            OWN.store(1, Ordering::SeqCst);
+            let _ = sys::futex_wake(OWN.as_ptr(), op::WAKE | op::PRIVATE_FLAG, 1, 0);
+            woken.is_ok()
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        // SAFETY: both statics are live and aligned; the SWAP timeout is relative and bounded.
+        let swapped = unsafe {
+            sys::futex(
+                OWN.as_ptr(),
+                op::OP_13 | op::PRIVATE_FLAG,
+                0,
+                &limit as *const libc::timespec as usize,
+                PARTNER.as_ptr(),
+                0,
+            )
+        };
+        let partner_woken = partner.join().unwrap_or(false);
+        partner_woken && matches!(swapped, Ok(_) | Err(libc::EAGAIN))
+    }
+
+    /// KERNEL.md: `FUTEX_CMP_REQUEUE_PI` with a mismatched compare value returns EAGAIN before
+    /// touching any lock where requeue-PI exists; ENOSYS without `CONFIG_FUTEX_PI`.
+    fn requeue_pi() -> Detection {
+        let from = AtomicU32::new(0);
+        let to = AtomicU32::new(0);
+        // SAFETY: both words are live and aligned; compare value 1 mismatches `from`.
+        let r = unsafe {
+            sys::futex(
+                from.as_ptr(),
+                op::CMP_REQUEUE_PI | op::PRIVATE_FLAG,
+                1,
+                0,
+                to.as_ptr(),
+                1,
+            )
+        };
+        detection(
+            r == Err(libc::EAGAIN),
+            format!("CMP_REQUEUE_PI with a stale compare value: {}", errno_name(r)),
+        )
+    }
+
+    /// KERNEL.md: `prctl(PR_RSEQ_SLICE_EXTENSION 79, GET 1)`: EINVAL before 7.0.
+    fn rseq_slice() -> Detection {
+        let r = sys::rseq_slice_extension_get();
+        detection(
+            r.is_ok(),
+            format!("prctl(PR_RSEQ_SLICE_EXTENSION, GET): {}", errno_name(r)),
+        )
+    }
+}

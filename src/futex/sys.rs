@@ -1,0 +1,246 @@
+//! Raw system calls: the one file in futexkit that enters the kernel.
+//!
+//! Everything here is a thin, typed doorway to one syscall. Policy (retrying `EINTR`, mapping
+//! errno values to [`Error`](super::Error), choosing flags) lives in the callers in
+//! `src/futex/`. Functions whose syscall may read or write user memory are `unsafe` and state
+//! what the pointer must be; the wake family only hashes its address, so it is safe to call with
+//! any pointer (see `KERNEL.md`, "Wake after unlock").
+//!
+//! `libc::syscall` is used for every futex operation, not rustix's safe wrappers, because those
+//! take `&AtomicU32` (a reference that may dangle once a lock is released, rust-lang/rust#55005)
+//! and have no op 13 probing or futex2 `wait`/`requeue`.
+
+use core::ptr;
+
+/// An errno value as the kernel returned it.
+pub(crate) type Errno = i32;
+
+/// `struct futex_waitv` from the uapi headers (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FutexWaitv {
+    pub val: u64,
+    pub uaddr: u64,
+    pub flags: u32,
+    pub reserved: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<FutexWaitv>() == 24);
+
+// futex2 syscall numbers are the same in every architecture's table since the tables were
+// unified (KERNEL.md); libc does not name all of them on every target.
+pub(crate) const SYS_FUTEX_WAITV: libc::c_long = 449;
+pub(crate) const SYS_FUTEX_WAKE: libc::c_long = 454;
+pub(crate) const SYS_FUTEX_WAIT: libc::c_long = 455;
+pub(crate) const SYS_FUTEX_REQUEUE: libc::c_long = 456;
+
+// prctl(PR_RSEQ_SLICE_EXTENSION, PR_RSEQ_SLICE_EXTENSION_GET): merged in Linux 7.0.
+const PR_RSEQ_SLICE_EXTENSION: libc::c_int = 79;
+const PR_RSEQ_SLICE_EXTENSION_GET: libc::c_ulong = 1;
+
+fn last_errno() -> Errno {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)
+}
+
+fn check(ret: libc::c_long) -> Result<usize, Errno> {
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// The legacy multiplexed `futex(2)` call.
+///
+/// `arg4` is the op's fourth argument: a `*const timespec` for waits and locks, or `val2` (a
+/// count) for requeue and wake_op.
+///
+/// # Safety
+///
+/// For every op that reads or writes the futex words (waits, requeues with a compare value,
+/// wake_op, the PI family), `uaddr` and `uaddr2` (where the op uses it) must point to live,
+/// 4-byte-aligned `AtomicU32`s for the duration of the call, and `arg4`, where it is a pointer,
+/// must be null or point to a valid `timespec`.
+pub(crate) unsafe fn futex(
+    uaddr: *const u32,
+    op: i32,
+    val: u32,
+    arg4: usize,
+    uaddr2: *const u32,
+    val3: u32,
+) -> Result<usize, Errno> {
+    // SAFETY: the caller guarantees the pointers are valid for what `op` does with them; the
+    // kernel validates everything else and reports problems as errno values.
+    let ret = unsafe { libc::syscall(libc::SYS_futex, uaddr, op, val, arg4, uaddr2, val3) };
+    check(ret)
+}
+
+/// `FUTEX_WAKE` / `FUTEX_WAKE_BITSET` with the given op (flags included).
+///
+/// Safe for any address: the kernel hashes the address (private futexes) or looks up the page
+/// it lies in (shared futexes) and never reads or writes the word. A stale address can at worst
+/// wake an unrelated waiter spuriously, which every futex waiter must tolerate.
+pub(crate) fn futex_wake(uaddr: *const u32, op: i32, n: u32, bitset: u32) -> Result<usize, Errno> {
+    // SAFETY: wake ops never dereference `uaddr` (see above); the timeout and `uaddr2` slots are
+    // unused by FUTEX_WAKE and FUTEX_WAKE_BITSET.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            uaddr,
+            op,
+            n,
+            ptr::null::<libc::timespec>(),
+            ptr::null::<u32>(),
+            bitset,
+        )
+    };
+    check(ret)
+}
+
+/// futex2 `futex_wait(uaddr, val, mask, flags, timeout, clockid)` (Linux 6.7+).
+///
+/// # Safety
+///
+/// `uaddr` must point to a live, naturally aligned word of the size named in `flags` (and, with
+/// `FUTEX2_NUMA`, the node word after it) for the duration of the call; `timeout` must be null
+/// or valid.
+pub(crate) unsafe fn futex2_wait(
+    uaddr: *const u8,
+    val: u64,
+    mask: u64,
+    flags: u32,
+    timeout: *const libc::timespec,
+    clockid: libc::clockid_t,
+) -> Result<usize, Errno> {
+    // SAFETY: forwarded from the caller's guarantee; the kernel validates flags and sizes.
+    let ret = unsafe { libc::syscall(SYS_FUTEX_WAIT, uaddr, val, mask, flags, timeout, clockid) };
+    check(ret)
+}
+
+/// futex2 `futex_wake(uaddr, mask, nr, flags)` (Linux 6.7+).
+///
+/// Safe for any address for the same reason as [`futex_wake`], with one exception handled by
+/// the caller: with `FUTEX2_NUMA` the kernel reads the node word, so NUMA wakes go through
+/// [`futex2_wake_numa`].
+pub(crate) fn futex2_wake(uaddr: *const u8, mask: u64, n: i32, flags: u32) -> Result<usize, Errno> {
+    debug_assert!(flags & 0x04 == 0, "NUMA wakes read memory: use futex2_wake_numa");
+    // SAFETY: without FUTEX2_NUMA the kernel only hashes the address.
+    let ret = unsafe { libc::syscall(SYS_FUTEX_WAKE, uaddr, mask, n, flags) };
+    check(ret)
+}
+
+/// futex2 `futex_wake` with `FUTEX2_NUMA`, which reads the node word.
+///
+/// # Safety
+///
+/// `uaddr` must point to a live, 8-byte-aligned `{ value, node }` pair of `u32`s.
+pub(crate) unsafe fn futex2_wake_numa(
+    uaddr: *const u8,
+    mask: u64,
+    n: i32,
+    flags: u32,
+) -> Result<usize, Errno> {
+    // SAFETY: forwarded from the caller's guarantee.
+    let ret = unsafe { libc::syscall(SYS_FUTEX_WAKE, uaddr, mask, n, flags) };
+    check(ret)
+}
+
+/// futex2 `futex_requeue(waiters[2], flags, nr_wake, nr_requeue)` (Linux 6.7+).
+///
+/// # Safety
+///
+/// Both entries' `uaddr` must point to live, aligned words of the size their flags name.
+pub(crate) unsafe fn futex2_requeue(
+    waiters: &[FutexWaitv; 2],
+    nr_wake: i32,
+    nr_requeue: i32,
+) -> Result<usize, Errno> {
+    // SAFETY: `waiters` is a valid array of two entries; the words they name are the caller's
+    // responsibility. The syscall's `flags` argument must be 0.
+    let ret = unsafe {
+        libc::syscall(
+            SYS_FUTEX_REQUEUE,
+            waiters.as_ptr(),
+            0u32,
+            nr_wake,
+            nr_requeue,
+        )
+    };
+    check(ret)
+}
+
+/// `futex_waitv(waiters, nr, flags, timeout, clockid)` (Linux 5.16+).
+///
+/// # Safety
+///
+/// Every entry's `uaddr` must point to a live, aligned `u32` for the duration of the call, and
+/// `timeout` must be null or valid.
+pub(crate) unsafe fn futex_waitv(
+    waiters: &[FutexWaitv],
+    timeout: *const libc::timespec,
+    clockid: libc::clockid_t,
+) -> Result<usize, Errno> {
+    // SAFETY: the slice is valid for `len` entries; the words are the caller's responsibility.
+    let ret = unsafe {
+        libc::syscall(
+            SYS_FUTEX_WAITV,
+            waiters.as_ptr(),
+            waiters.len() as libc::c_uint,
+            0u32,
+            timeout,
+            clockid,
+        )
+    };
+    check(ret)
+}
+
+/// The calling thread's kernel thread id.
+pub(crate) fn gettid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
+/// Reads `clock` (`CLOCK_MONOTONIC` or `CLOCK_REALTIME`).
+pub(crate) fn clock_now(clock: libc::clockid_t) -> libc::timespec {
+    let id = if clock == libc::CLOCK_REALTIME {
+        rustix::time::ClockId::Realtime
+    } else {
+        rustix::time::ClockId::Monotonic
+    };
+    let ts = rustix::time::clock_gettime(id);
+    libc::timespec {
+        tv_sec: ts.tv_sec as libc::time_t,
+        tv_nsec: ts.tv_nsec as _,
+    }
+}
+
+/// How many CPUs this process may run on (its affinity mask), at least 1.
+pub(crate) fn usable_cpus() -> usize {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => set.count().max(1) as usize,
+        Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// The running kernel's release string (`uname -r`).
+pub(crate) fn kernel_release() -> String {
+    rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `prctl(PR_RSEQ_SLICE_EXTENSION, PR_RSEQ_SLICE_EXTENSION_GET)`: non-negative where the rseq
+/// time-slice extension exists (Linux 7.0+).
+pub(crate) fn rseq_slice_extension_get() -> Result<usize, Errno> {
+    // SAFETY: this prctl takes no pointers; unknown options return EINVAL.
+    let ret = unsafe {
+        libc::prctl(
+            PR_RSEQ_SLICE_EXTENSION,
+            PR_RSEQ_SLICE_EXTENSION_GET,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    check(ret as libc::c_long)
+}

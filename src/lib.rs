@@ -1,0 +1,63 @@
+//! futexkit: futex-based synchronization for Linux.
+//!
+//! * [`futex`]: a safe wrapper over every futex operation (wait, wake, bitsets, requeue,
+//!   wake_op, priority inheritance, futex2 and `futex_waitv`) with typed errors, absolute
+//!   deadlines and runtime probing of what the running kernel offers ([`capabilities`]).
+//!
+//! The kernel is probed once, at first use; `FUTEXKIT_DISABLE=swap,spin,...` forces
+//! capabilities off so the fallbacks can be exercised on any kernel.
+//!
+//! ```
+//! use std::sync::atomic::Ordering;
+//! use std::sync::Arc;
+//! use futexkit::futex::Futex;
+//!
+//! println!("{}", futexkit::capabilities());
+//!
+//! let flag = Arc::new(Futex::new(0));
+//! let waiter = {
+//!     let flag = Arc::clone(&flag);
+//!     std::thread::spawn(move || {
+//!         while flag.load(Ordering::Acquire) == 0 {
+//!             let _ = flag.wait(0, None);
+//!         }
+//!     })
+//! };
+//! flag.store(1, Ordering::Release);
+//! flag.wake(1).unwrap();
+//! waiter.join().unwrap();
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+// Under loom the futex calls are emulated, leaving the syscall layer unused.
+#![cfg_attr(loom, allow(dead_code))]
+
+pub mod futex;
+#[cfg(loom)]
+mod loom;
+
+pub use futex::{Capabilities, Capability};
+
+/// The atomics the crate's primitives use: std's, or loom's under `cfg(loom)`.
+pub(crate) mod atomic {
+    #[cfg(loom)]
+    pub(crate) use ::loom::sync::atomic::{AtomicU32, Ordering};
+    #[cfg(not(loom))]
+    pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
+}
+
+/// What the running kernel offers, probed once (at the first call) and cached.
+///
+/// ```
+/// use futexkit::Capability;
+///
+/// let caps = futexkit::capabilities();
+/// if !caps.has(Capability::Swap) {
+///     // Every mainline kernel: swap() runs its emulation.
+/// }
+/// println!("{caps}");
+/// ```
+pub fn capabilities() -> &'static Capabilities {
+    static CAPABILITIES: std::sync::OnceLock<Capabilities> = std::sync::OnceLock::new();
+    CAPABILITIES.get_or_init(Capabilities::detect)
+}
