@@ -93,7 +93,10 @@ impl Deadline {
         let (secs, nanos) = if self.nanos >= now.nanos {
             (self.secs - now.secs, self.nanos - now.nanos)
         } else {
-            (self.secs - now.secs - 1, self.nanos + NANOS_PER_SEC - now.nanos)
+            (
+                self.secs - now.secs - 1,
+                self.nanos + NANOS_PER_SEC - now.nanos,
+            )
         };
         if secs < 0 {
             Duration::ZERO
@@ -140,7 +143,11 @@ impl Deadline {
             .and_then(|s| self.secs.checked_add(s))
             .and_then(|s| s.checked_add(carry));
         match secs {
-            Some(secs) => Deadline { secs, nanos, ..self },
+            Some(secs) => Deadline {
+                secs,
+                nanos,
+                ..self
+            },
             None => Deadline {
                 secs: i64::MAX,
                 nanos: NANOS_PER_SEC - 1,
@@ -161,9 +168,17 @@ impl Deadline {
             .and_then(|s| secs.checked_sub(s))
             .unwrap_or(0);
         if secs < 0 {
-            Deadline { secs: 0, nanos: 0, ..self }
+            Deadline {
+                secs: 0,
+                nanos: 0,
+                ..self
+            }
         } else {
-            Deadline { secs, nanos, ..self }
+            Deadline {
+                secs,
+                nanos,
+                ..self
+            }
         }
     }
 }

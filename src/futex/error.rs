@@ -83,9 +83,13 @@ impl fmt::Display for Error {
             Error::OwnerDied => {
                 f.write_str("PI lock acquired, but its previous owner died holding it")
             }
-            Error::NoSuchOwner => f.write_str("futex word names an owner thread that does not exist"),
+            Error::NoSuchOwner => {
+                f.write_str("futex word names an owner thread that does not exist")
+            }
             Error::PermissionDenied => f.write_str("futex operation not permitted"),
-            Error::Unsupported => f.write_str("futex operation or flag not supported by this kernel"),
+            Error::Unsupported => {
+                f.write_str("futex operation or flag not supported by this kernel")
+            }
             Error::InvalidArgument => f.write_str("invalid futex argument"),
             Error::Fault => f.write_str("futex address is not mapped"),
             Error::TooManyWords { given, max } => {
@@ -111,9 +115,7 @@ impl From<Error> for std::io::Error {
             Error::WouldBlock | Error::ValueChanged => std::io::ErrorKind::WouldBlock,
             Error::PermissionDenied => std::io::ErrorKind::PermissionDenied,
             Error::Unsupported => std::io::ErrorKind::Unsupported,
-            Error::InvalidArgument | Error::TooManyWords { .. } => {
-                std::io::ErrorKind::InvalidInput
-            }
+            Error::InvalidArgument | Error::TooManyWords { .. } => std::io::ErrorKind::InvalidInput,
             Error::OutOfMemory => std::io::ErrorKind::OutOfMemory,
             _ => std::io::ErrorKind::Other,
         };

@@ -96,8 +96,16 @@ pub fn wait<W: Word>(
     }
     let flags = W::SIZE_FLAG | scope.futex2_flag();
     // SAFETY: `word` is a live, naturally aligned atomic of the size named in `flags`.
-    unsafe { wait_raw(word as *const W as *const u8, expected, mask, flags, deadline) }
-        .map_err(|e| size_error::<W>(e))
+    unsafe {
+        wait_raw(
+            word as *const W as *const u8,
+            expected,
+            mask,
+            flags,
+            deadline,
+        )
+    }
+    .map_err(|e| size_error::<W>(e))
 }
 
 /// futex2 `futex_wake`: wakes up to `n` waiters of the word at `addr` whose mask shares a bit

@@ -158,19 +158,47 @@ pub struct Futex<S: Scope = Private> {
     scope: PhantomData<fn() -> S>,
 }
 
-impl<S: Scope> Futex<S> {
-    /// A futex word holding `value`.
+impl Futex<Private> {
+    /// A process-private futex word holding `value`.
     #[cfg(not(loom))]
-    pub const fn new(value: u32) -> Futex<S> {
+    pub const fn new(value: u32) -> Futex<Private> {
+        Futex::with_scope(value)
+    }
+
+    /// A process-private futex word holding `value` (not `const` under loom).
+    #[cfg(loom)]
+    pub fn new(value: u32) -> Futex<Private> {
+        Futex::with_scope(value)
+    }
+}
+
+impl Futex<Shared> {
+    /// A futex word holding `value`, for memory shared between processes.
+    #[cfg(not(loom))]
+    pub const fn shared(value: u32) -> Futex<Shared> {
+        Futex::with_scope(value)
+    }
+
+    /// A shared futex word holding `value` (not `const` under loom).
+    #[cfg(loom)]
+    pub fn shared(value: u32) -> Futex<Shared> {
+        Futex::with_scope(value)
+    }
+}
+
+impl<S: Scope> Futex<S> {
+    /// A futex word of scope `S` holding `value`.
+    #[cfg(not(loom))]
+    pub const fn with_scope(value: u32) -> Futex<S> {
         Futex {
             word: AtomicU32::new(value),
             scope: PhantomData,
         }
     }
 
-    /// A futex word holding `value` (not `const` under loom).
+    /// A futex word of scope `S` holding `value` (not `const` under loom).
     #[cfg(loom)]
-    pub fn new(value: u32) -> Futex<S> {
+    pub fn with_scope(value: u32) -> Futex<S> {
         Futex {
             word: AtomicU32::new(value),
             scope: PhantomData,
@@ -254,7 +282,12 @@ impl<S: Scope> Futex<S> {
     }
 
     #[cfg(not(loom))]
-    fn wait_raw(&self, expected: u32, bitset: u32, deadline: Option<Deadline>) -> Result<(), Error> {
+    fn wait_raw(
+        &self,
+        expected: u32,
+        bitset: u32,
+        deadline: Option<Deadline>,
+    ) -> Result<(), Error> {
         // FUTEX_WAIT_BITSET takes an absolute timeout, so a retry after EINTR keeps the original
         // deadline (FUTEX_WAIT's relative timeout would stretch).
         let mut futex_op = op::WAIT_BITSET | S::KIND.legacy_flag();
@@ -477,7 +510,7 @@ impl<S: Scope> Deref for Futex<S> {
 
 impl<S: Scope> Default for Futex<S> {
     fn default() -> Futex<S> {
-        Futex::new(0)
+        Futex::with_scope(0)
     }
 }
 

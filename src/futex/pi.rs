@@ -66,7 +66,14 @@ impl<S: Scope> Futex<S> {
             // SAFETY: `self` is a live, aligned AtomicU32 for the call (the kernel CASes the
             // owner TID into it atomically); `ts_ptr` is null or points to `ts`.
             let result = unsafe {
-                sys::futex(self.as_ptr().cast(), futex_op, 0, ts_ptr as usize, core::ptr::null(), 0)
+                sys::futex(
+                    self.as_ptr().cast(),
+                    futex_op,
+                    0,
+                    ts_ptr as usize,
+                    core::ptr::null(),
+                    0,
+                )
             };
             match result {
                 Ok(_) => return self.acquired(),

@@ -160,7 +160,9 @@ impl Overrides {
 }
 
 fn split_list(list: &str) -> impl Iterator<Item = &str> {
-    list.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty())
+    list.split([',', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
 }
 
 fn parse_list(list: &str) -> Vec<Capability> {
@@ -220,7 +222,11 @@ impl fmt::Display for Capabilities {
     /// One line: kernel, CPUs, and each capability as `+name` (used), `-name` (absent) or
     /// `!name` (detected but disabled).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "kernel {} cpus {}", self.kernel_release, self.usable_cpus)?;
+        write!(
+            f,
+            "kernel {} cpus {}",
+            self.kernel_release, self.usable_cpus
+        )?;
         for cap in Capability::ALL {
             let d = self.detection(cap);
             let sign = match (d.detected, d.disabled) {
@@ -303,7 +309,10 @@ mod probes {
             waitv(),
             detection(
                 numa_present,
-                format!("futex_wait(U32|PRIVATE|NUMA) on {{1, -1}}: {}", errno_name(numa)),
+                format!(
+                    "futex_wait(U32|PRIVATE|NUMA) on {{1, -1}}: {}",
+                    errno_name(numa)
+                ),
             ),
             // KERNEL.md: 0x08 is MPOL where NUMA exists too (6.16+).
             detection(
@@ -311,13 +320,20 @@ mod probes {
                 format!(
                     "futex_wait(U32|PRIVATE|0x08): {}; with NUMA {}",
                     errno_name(flag_08),
-                    if numa_present { "present: 0x08 is MPOL" } else { "absent: 0x08 is not MPOL" }
+                    if numa_present {
+                        "present: 0x08 is MPOL"
+                    } else {
+                        "absent: 0x08 is not MPOL"
+                    }
                 ),
             ),
             pi(),
             detection(
                 op13 == Err(libc::EDEADLK),
-                format!("op 13 on own-TID word: {} (EDEADLK means LOCK_PI2)", errno_name(op13)),
+                format!(
+                    "op 13 on own-TID word: {} (EDEADLK means LOCK_PI2)",
+                    errno_name(op13)
+                ),
             ),
             requeue_pi(),
             swap,
@@ -443,7 +459,11 @@ mod probes {
                 0,
             )
         };
-        debug_assert_eq!(word.load(Ordering::Relaxed), tid, "op 13 probe changed its word");
+        debug_assert_eq!(
+            word.load(Ordering::Relaxed),
+            tid,
+            "op 13 probe changed its word"
+        );
         r
     }
 
@@ -453,7 +473,10 @@ mod probes {
         if op13 != Err(libc::EAGAIN) {
             return detection(
                 false,
-                format!("op 13 on own-TID word: {} (SWAP needs EAGAIN)", errno_name(op13)),
+                format!(
+                    "op 13 on own-TID word: {} (SWAP needs EAGAIN)",
+                    errno_name(op13)
+                ),
             );
         }
         let confirmed = swap_functional_check();
@@ -461,7 +484,11 @@ mod probes {
             confirmed,
             format!(
                 "op 13: EAGAIN; two-thread swap check {}",
-                if confirmed { "woke the partner" } else { "failed" }
+                if confirmed {
+                    "woke the partner"
+                } else {
+                    "failed"
+                }
             ),
         )
     }
@@ -529,7 +556,10 @@ mod probes {
         };
         detection(
             r == Err(libc::EAGAIN),
-            format!("CMP_REQUEUE_PI with a stale compare value: {}", errno_name(r)),
+            format!(
+                "CMP_REQUEUE_PI with a stale compare value: {}",
+                errno_name(r)
+            ),
         )
     }
 

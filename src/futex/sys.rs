@@ -39,7 +39,9 @@ const PR_RSEQ_SLICE_EXTENSION: libc::c_int = 79;
 const PR_RSEQ_SLICE_EXTENSION_GET: libc::c_ulong = 1;
 
 fn last_errno() -> Errno {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EINVAL)
 }
 
 fn check(ret: libc::c_long) -> Result<usize, Errno> {
@@ -123,7 +125,10 @@ pub(crate) unsafe fn futex2_wait(
 /// the caller: with `FUTEX2_NUMA` the kernel reads the node word, so NUMA wakes go through
 /// [`futex2_wake_numa`].
 pub(crate) fn futex2_wake(uaddr: *const u8, mask: u64, n: i32, flags: u32) -> Result<usize, Errno> {
-    debug_assert!(flags & 0x04 == 0, "NUMA wakes read memory: use futex2_wake_numa");
+    debug_assert!(
+        flags & 0x04 == 0,
+        "NUMA wakes read memory: use futex2_wake_numa"
+    );
     // SAFETY: without FUTEX2_NUMA the kernel only hashes the address.
     let ret = unsafe { libc::syscall(SYS_FUTEX_WAKE, uaddr, mask, n, flags) };
     check(ret)

@@ -1,0 +1,125 @@
+//! Probing: consistent with this kernel, stable across runs, and overridable.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use futexkit::futex::{Capabilities, Futex, Overrides, Private};
+use futexkit::Capability;
+
+#[test]
+fn results_are_consistent_with_the_kernel_version() {
+    let caps = futexkit::capabilities();
+    let version = common::kernel_version();
+    assert!(caps.usable_cpus() >= 1);
+    let detected = |c| caps.detection(c).detected;
+    // op 13 is either LOCK_PI2 or SWAP, never both.
+    assert!(!(detected(Capability::LockPi2) && detected(Capability::Swap)));
+    // 0x08 is either MPOL (with NUMA) or SPIN (without), never both.
+    assert!(!(detected(Capability::Mpol) && detected(Capability::Spin)));
+    if detected(Capability::Mpol) || detected(Capability::Spin) || detected(Capability::Numa) {
+        assert!(detected(Capability::Futex2));
+    }
+    if version >= (5, 16) {
+        assert!(detected(Capability::Waitv), "futex_waitv exists since 5.16");
+    }
+    if version >= (6, 7) {
+        assert!(
+            detected(Capability::Futex2),
+            "futex2 wait/wake exist since 6.7"
+        );
+    }
+    if version >= (5, 14) && detected(Capability::Pi) {
+        assert!(detected(Capability::LockPi2), "LOCK_PI2 exists since 5.14");
+        assert!(
+            !detected(Capability::Swap),
+            "mainline op 13 is LOCK_PI2, not SWAP"
+        );
+    }
+    if version >= (6, 16) {
+        assert!(detected(Capability::Numa) && detected(Capability::Mpol));
+    }
+    // SPIN is opt-in: without FUTEXKIT_ENABLE=spin it is never used.
+    if std::env::var("FUTEXKIT_ENABLE").is_err() {
+        assert!(!caps.has(Capability::Spin));
+    }
+}
+
+#[test]
+fn probing_twice_gives_the_same_answer_and_holds_no_lock() {
+    let first = Capabilities::detect();
+    let second = Capabilities::detect();
+    assert_eq!(first, second);
+    assert_eq!(&first, futexkit::capabilities());
+    if first.has(Capability::Pi) {
+        // The op 13 and PI probes never leave this thread owning a PI lock: a fresh word locks
+        // and unlocks, and nothing else is held (another thread can take and drop one too).
+        let word = Futex::<Private>::new(0);
+        word.lock_pi(None).unwrap();
+        word.unlock_pi().unwrap();
+        assert_eq!(word.load(Ordering::Relaxed), 0);
+    }
+}
+
+#[test]
+fn overrides_force_capabilities_off() {
+    let overrides = Overrides::parse("swap, futex2,bogus", "");
+    let caps = Capabilities::detect_with(&overrides);
+    assert!(!caps.has(Capability::Swap));
+    assert!(!caps.has(Capability::Futex2));
+    assert!(caps.detection(Capability::Futex2).disabled);
+    // Flags of futex2 go with it.
+    assert!(!caps.has(Capability::Numa) && !caps.has(Capability::Mpol));
+    assert_eq!(
+        Overrides::unknown_names("swap, futex2,bogus"),
+        vec!["bogus".to_owned()]
+    );
+
+    let none = Capabilities::detect_with(&Overrides::parse("all", ""));
+    assert!(Capability::ALL.iter().all(|&c| !none.has(c)));
+
+    let spin_opt_in = Capabilities::detect_with(&Overrides::parse("", "spin"));
+    let spin = spin_opt_in.detection(Capability::Spin);
+    assert_eq!(spin_opt_in.has(Capability::Spin), spin.detected);
+}
+
+/// Runs this test binary again with `FUTEXKIT_DISABLE` set and checks the child saw it.
+#[test]
+fn environment_override_is_honoured() {
+    if let Ok(expect) = std::env::var("FUTEXKIT_TEST_EXPECT_DISABLED") {
+        let caps = futexkit::capabilities();
+        for name in expect.split(',') {
+            let cap = Capability::ALL
+                .into_iter()
+                .find(|c| c.name() == name)
+                .unwrap();
+            assert!(!caps.has(cap), "{name} should be disabled");
+            assert!(caps.detection(cap).disabled);
+        }
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let status = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "environment_override_is_honoured",
+            "--test-threads=1",
+        ])
+        .env("FUTEXKIT_DISABLE", "pi,waitv")
+        .env(
+            "FUTEXKIT_TEST_EXPECT_DISABLED",
+            "pi,waitv,lock_pi2,requeue_pi",
+        )
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn display_lists_every_capability() {
+    let line = futexkit::capabilities().to_string();
+    for cap in Capability::ALL {
+        assert!(line.contains(cap.name()), "{line}");
+    }
+}
