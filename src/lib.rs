@@ -3,6 +3,10 @@
 //! * [`futex`]: a safe wrapper over every futex operation (wait, wake, bitsets, requeue,
 //!   wake_op, priority inheritance, futex2 and `futex_waitv`) with typed errors, absolute
 //!   deadlines and runtime probing of what the running kernel offers ([`capabilities`]).
+//! * [`swap`]: the directed hand-off (wake a partner and wait, as one step): kernel
+//!   `FUTEX_SWAP` where present, an adaptive-spin emulation everywhere else, and [`swap::Parker`],
+//!   a hand-off that makes no syscall while both sides are running.
+//! * [`spin`]: the one spin policy every primitive shares.
 //!
 //! The kernel is probed once, at first use; `FUTEXKIT_DISABLE=swap,spin,...` forces
 //! capabilities off so the fallbacks can be exercised on any kernel.
@@ -35,6 +39,8 @@
 pub mod futex;
 #[cfg(loom)]
 mod loom;
+pub mod spin;
+pub mod swap;
 
 pub use futex::{Capabilities, Capability};
 

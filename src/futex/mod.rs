@@ -607,3 +607,40 @@ impl WakeOp {
         (kind << 28) | ((self.cmp as u32) << 24) | (self.oparg << 12) | self.cmparg
     }
 }
+
+/// `FUTEX_SWAP` (op 13 on kernels with the never-merged SWAP patch): wakes at most one waiter
+/// of `wake`, then waits on `wait_on` while it holds `expected`, handing the woken task this
+/// CPU. Its timeout is relative (monotonic), so it is recomputed from the deadline. Callers
+/// must have checked [`Capability::Swap`]: on mainline op 13 is `FUTEX_LOCK_PI2`.
+#[cfg(not(loom))]
+pub(crate) fn swap_syscall<S: Scope>(
+    wait_on: &Futex<S>,
+    expected: u32,
+    wake: &Futex<S>,
+    deadline: Option<Deadline>,
+) -> Result<(), Error> {
+    let ts = deadline.map(|d| {
+        let left = d.remaining();
+        libc::timespec {
+            tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: left.subsec_nanos() as _,
+        }
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(core::ptr::null(), |ts| ts as *const libc::timespec);
+    // SAFETY: both words are live, aligned AtomicU32s borrowed for the call; `ts_ptr` is null or
+    // points to `ts`. Only reached where probing proved op 13 is FUTEX_SWAP (which reads
+    // `wait_on` and hashes `wake`), never where it is LOCK_PI2.
+    let result = unsafe {
+        sys::futex(
+            wait_on.word.as_ptr(),
+            op::OP_13 | S::KIND.legacy_flag(),
+            expected,
+            ts_ptr as usize,
+            wake.word.as_ptr(),
+            0,
+        )
+    };
+    result.map(drop).map_err(Error::from_errno)
+}
