@@ -1,0 +1,193 @@
+//! swap and Parker: wake exactly one, wait correctly, time out, and never lose or double a turn.
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::spawn_blocked;
+use futexkit::futex::{Deadline, Error, Futex};
+use futexkit::swap::{self, Parker, SwapMode};
+
+#[test]
+fn swap_wakes_exactly_one_waiter_and_then_waits() {
+    for mode in SwapMode::available() {
+        let partner_word = Arc::new(Futex::new(0));
+        let own = Arc::new(Futex::new(0));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let w = Arc::clone(&partner_word);
+                spawn_blocked(move || w.wait(0, None))
+            })
+            .collect();
+        let swapper = {
+            let (own, partner_word) = (Arc::clone(&own), Arc::clone(&partner_word));
+            spawn_blocked(move || swap::swap_in(mode, &own, 0, &partner_word, None))
+        };
+        // The swap woke one of the two waiters; exactly one is left.
+        assert_eq!(partner_word.wake(10), Ok(1), "{mode:?}");
+        for w in waiters {
+            assert_eq!(w.join().unwrap(), Ok(()));
+        }
+        // The swapper sleeps on its own word until woken there.
+        own.store(1, Ordering::Release);
+        own.wake(1).unwrap();
+        assert_eq!(swapper.join().unwrap(), Ok(()), "{mode:?}");
+    }
+}
+
+#[test]
+fn swap_with_a_changed_value_still_wakes_the_partner() {
+    for mode in SwapMode::available() {
+        let partner_word = Arc::new(Futex::new(0));
+        let waiter = {
+            let w = Arc::clone(&partner_word);
+            spawn_blocked(move || w.wait(0, None))
+        };
+        let own = Futex::new(5);
+        assert_eq!(
+            swap::swap_in(mode, &own, 4, &partner_word, None),
+            Err(Error::ValueChanged)
+        );
+        assert_eq!(waiter.join().unwrap(), Ok(()), "the partner was woken");
+    }
+}
+
+#[test]
+fn swap_deadline_expires() {
+    for mode in SwapMode::available() {
+        let own = Futex::new(0);
+        let nobody = Futex::new(0);
+        let deadline = Deadline::after(Duration::from_millis(20));
+        assert_eq!(
+            swap::swap_in(mode, &own, 0, &nobody, Some(deadline)),
+            Err(Error::TimedOut)
+        );
+        assert!(deadline.has_passed());
+    }
+}
+
+#[test]
+fn kernel_mode_is_refused_where_absent() {
+    if !SwapMode::Kernel.is_available() {
+        let w = Futex::new(0);
+        assert_eq!(
+            swap::swap_in(SwapMode::Kernel, &w, 1, &w, None),
+            Err(Error::Unsupported)
+        );
+        assert_eq!(
+            swap::force_mode(Some(SwapMode::Kernel)),
+            Err(Error::Unsupported)
+        );
+    }
+    assert!(SwapMode::Emulated.is_available());
+}
+
+const ROUNDS: u64 = 1_000_000;
+
+/// Two threads take turns on one word with `swap`; the counter proves strict alternation.
+#[test]
+fn a_million_swaps_lose_no_turn() {
+    for mode in SwapMode::available() {
+        let turn = Arc::new(Futex::new(0));
+        let counter = Arc::new(AtomicU64::new(0));
+        let side = |me: u32, turn: Arc<Futex>, counter: Arc<AtomicU64>| {
+            move || {
+                let other = 1 - me;
+                for round in 0..ROUNDS {
+                    while turn.load(Ordering::Acquire) != me {
+                        let _ = turn.wait(other, None);
+                    }
+                    let c = counter.load(Ordering::Relaxed);
+                    assert_eq!(c % 2, u64::from(me), "double turn");
+                    counter.store(c + 1, Ordering::Relaxed);
+                    turn.store(other, Ordering::Release);
+                    if me == 1 && round + 1 == ROUNDS {
+                        // Side 1's last hand-off: nobody will pass the turn back.
+                        turn.wake(1).unwrap();
+                    } else {
+                        let _ = swap::swap_in(mode, &turn, other, &turn, None);
+                    }
+                }
+            }
+        };
+        let b = std::thread::spawn(side(1, Arc::clone(&turn), Arc::clone(&counter)));
+        side(0, Arc::clone(&turn), Arc::clone(&counter))();
+        b.join().unwrap();
+        assert_eq!(counter.load(Ordering::Relaxed), 2 * ROUNDS, "{mode:?}");
+    }
+}
+
+/// The same with Parker::swap_to.
+#[test]
+fn a_million_parker_hand_offs_lose_no_turn() {
+    let sides = Arc::new([Parker::new(), Parker::new()]);
+    let counter = Arc::new(AtomicU64::new(0));
+    let b = {
+        let (sides, counter) = (Arc::clone(&sides), Arc::clone(&counter));
+        std::thread::spawn(move || {
+            sides[1].park(None).unwrap();
+            for round in 0..ROUNDS {
+                let c = counter.load(Ordering::Relaxed);
+                assert_eq!(c % 2, 1, "double turn");
+                counter.store(c + 1, Ordering::Relaxed);
+                if round + 1 < ROUNDS {
+                    sides[1].swap_to(&sides[0], None).unwrap();
+                } else {
+                    sides[0].unpark();
+                }
+            }
+        })
+    };
+    for _ in 0..ROUNDS {
+        let c = counter.load(Ordering::Relaxed);
+        assert_eq!(c % 2, 0, "double turn");
+        counter.store(c + 1, Ordering::Relaxed);
+        sides[0].swap_to(&sides[1], None).unwrap();
+    }
+    b.join().unwrap();
+    assert_eq!(counter.load(Ordering::Relaxed), 2 * ROUNDS);
+}
+
+#[test]
+fn parker_tokens_do_not_accumulate_and_park_times_out() {
+    let p = Parker::new();
+    p.unpark();
+    p.unpark();
+    assert_eq!(p.park(None), Ok(()));
+    let deadline = Deadline::after(Duration::from_millis(20));
+    assert_eq!(p.park(Some(deadline)), Err(Error::TimedOut));
+    assert!(deadline.has_passed());
+    // After a timeout the parker works again.
+    p.unpark();
+    assert_eq!(
+        p.park(Some(Deadline::after(Duration::from_secs(60)))),
+        Ok(())
+    );
+}
+
+#[test]
+fn parker_wakes_a_sleeping_owner() {
+    let p = Arc::new(Parker::new());
+    let sleeper = {
+        let p = Arc::clone(&p);
+        spawn_blocked(move || p.park(None))
+    };
+    p.unpark();
+    assert_eq!(sleeper.join().unwrap(), Ok(()));
+}
+
+#[test]
+fn forced_mode_is_reported() {
+    swap::force_mode(Some(SwapMode::Emulated)).unwrap();
+    assert_eq!(swap::mode(), SwapMode::Emulated);
+    swap::force_mode(None).unwrap();
+    let auto = if SwapMode::Kernel.is_available() {
+        SwapMode::Kernel
+    } else {
+        SwapMode::Emulated
+    };
+    assert_eq!(swap::mode(), auto);
+}
