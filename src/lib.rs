@@ -6,6 +6,9 @@
 //! * [`swap`]: the directed hand-off (wake a partner and wait, as one step): kernel
 //!   `FUTEX_SWAP` where present, an adaptive-spin emulation everywhere else, and [`swap::Parker`],
 //!   a hand-off that makes no syscall while both sides are running.
+//! * [`Mutex`]: a drop-in for `std::sync::Mutex` (same API, std's own result types, poisoning),
+//!   adaptive underneath: one CAS to lock and to unlock, a learned bounded spin, exact wakes,
+//!   and a 1 ms starvation bound.
 //! * [`spin`]: the one spin policy every primitive shares.
 //!
 //! The kernel is probed once, at first use; `FUTEXKIT_DISABLE=swap,spin,...` forces
@@ -39,10 +42,14 @@
 pub mod futex;
 #[cfg(loom)]
 mod loom;
+pub mod mutex;
 pub mod spin;
 pub mod swap;
 
 pub use futex::{Capabilities, Capability};
+pub use mutex::{Mutex, MutexGuard, RawMutex};
+/// std's own result and error types, so `use futexkit as sync;` compiles code written for std.
+pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
 /// The atomics the crate's primitives use: std's, or loom's under `cfg(loom)`.
 pub(crate) mod atomic {

@@ -13,12 +13,14 @@
 //!   waits are long stops spinning; one whose partner answers quickly keeps spinning just long
 //!   enough;
 //! * **skipped** when it cannot pay: one usable CPU, or more runnable threads than CPUs
-//!   (`/proc/loadavg`, sampled at most every 10 ms);
+//!   (`/proc/loadavg`, sampled at most every 10 ms), or already [`max_spinners`] threads
+//!   spinning on the same primitive (the rest sleep: spinning crowds do not make progress);
 //! * made of `spin_loop` hints only: no `sched_yield` storms;
 //! * one step under loom, so models stay small.
 //!
-//! State: the learned average is an `AtomicU32` of nanoseconds in each [`Spinner`]; the cost of
-//! one `spin_loop` iteration is calibrated once per process.
+//! State: each [`Spinner`] holds the learned average (an `AtomicU32` of nanoseconds) and the
+//! number of threads spinning on it now; the cost of one `spin_loop` iteration is calibrated
+//! once per process.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -46,6 +48,8 @@ const LOAD_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
 pub struct Spinner {
     /// Moving average of recent wait durations in nanoseconds (0 = spinning does not pay).
     learned_ns: AtomicU32,
+    /// Threads spinning on this spinner now.
+    spinning: AtomicU32,
 }
 
 impl Default for Spinner {
@@ -59,6 +63,7 @@ impl Spinner {
     pub const fn new() -> Spinner {
         Spinner {
             learned_ns: AtomicU32::new(MAX_SPIN_NS / 4),
+            spinning: AtomicU32::new(0),
         }
     }
 
@@ -103,18 +108,25 @@ impl Spinner {
         if budget == 0 {
             return false;
         }
+        if self.spinning.fetch_add(1, Ordering::Relaxed) >= max_spinners() {
+            self.spinning.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
         let ns_per_iter = ns_per_spin_iteration();
         let max_iters = (budget / ns_per_iter).max(1);
         let mut iters = 0;
+        let mut held = false;
         while iters < max_iters {
             core::hint::spin_loop();
             iters += 1;
             if done() {
                 self.learn(iters.saturating_mul(ns_per_iter));
-                return true;
+                held = true;
+                break;
             }
         }
-        false
+        self.spinning.fetch_sub(1, Ordering::Relaxed);
+        held
     }
 
     fn learn(&self, sample_ns: u32) {
@@ -126,6 +138,11 @@ impl Spinner {
         };
         self.learned_ns.store(next, Ordering::Relaxed);
     }
+}
+
+/// How many threads may spin on one primitive at once: half the usable CPUs, 1 to 4.
+pub fn max_spinners() -> u32 {
+    (crate::capabilities().usable_cpus() / 2).clamp(1, 4) as u32
 }
 
 /// False when spinning cannot pay: one usable CPU, or more runnable threads than CPUs.

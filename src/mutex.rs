@@ -1,0 +1,635 @@
+//! An adaptive mutex with `std::sync::Mutex`'s API, on one 32-bit futex word.
+//!
+//! ## State encoding
+//!
+//! ```text
+//! bit 0      LOCKED             someone owns the lock
+//! bit 1      HANDOFF_REQUESTED  a waiter has slept for STARVATION_LIMIT: hand it the lock
+//! bit 2      HANDED             locked, and reserved for a waiter woken to take it
+//! bits 3..31 parked             how many waiters sleep (or are about to) on this word
+//! ```
+//!
+//! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Anything else
+//!   is `#[cold]`.
+//! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex, bounded,
+//!   a few spinners at most, none on one CPU or when oversubscribed), and only while nobody is
+//!   parked; then register in `parked` and sleep on the word. Because `parked` is exact, unlock
+//!   makes a wake syscall only when someone sleeps, and wakes exactly one.
+//! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
+//!   `HANDOFF_REQUESTED`. The next unlock then keeps the word `LOCKED`, sets `HANDED` and wakes
+//!   one waiter, which claims the lock by clearing `HANDED`: newcomers cannot barge in. Every
+//!   registered waiter unregisters after its wait returns (woken, timed out or not yet asleep)
+//!   and unregistering claims a pending hand-off, so a hand-off never strands the lock.
+//! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
+
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+use core::panic::{RefUnwindSafe, UnwindSafe};
+use core::sync::atomic::AtomicBool;
+use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::time::{Duration, Instant};
+
+use crate::atomic::Ordering;
+use crate::futex::{Deadline, Futex};
+use crate::spin::Spinner;
+
+const LOCKED: u32 = 1;
+const HANDOFF_REQUESTED: u32 = 2;
+const HANDED: u32 = 4;
+const ONE_PARKED: u32 = 8;
+
+/// How long a waiter may sleep before the lock is handed to it (as parking_lot and WebKit).
+#[cfg(not(loom))]
+pub const STARVATION_LIMIT: Duration = Duration::from_millis(1);
+/// Zero under loom, so models explore the hand-off on every second sleep.
+#[cfg(loom)]
+pub const STARVATION_LIMIT: Duration = Duration::ZERO;
+
+fn parked(state: u32) -> u32 {
+    state / ONE_PARKED
+}
+
+/// The lock without data or poisoning: what [`Mutex`] is built on, and what the `lock_api`
+/// feature implements `lock_api::RawMutex` for.
+///
+/// ```
+/// use futexkit::RawMutex;
+///
+/// let raw = RawMutex::new();
+/// raw.lock();
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// assert!(raw.try_lock());
+/// # unsafe { raw.unlock() };
+/// ```
+#[derive(Debug)]
+pub struct RawMutex {
+    state: Futex,
+    spinner: Spinner,
+}
+
+impl Default for RawMutex {
+    fn default() -> RawMutex {
+        RawMutex::new()
+    }
+}
+
+impl RawMutex {
+    /// An unlocked raw mutex.
+    #[cfg(not(loom))]
+    pub const fn new() -> RawMutex {
+        RawMutex {
+            state: Futex::new(0),
+            spinner: Spinner::new(),
+        }
+    }
+
+    /// An unlocked raw mutex (not `const` under loom).
+    #[cfg(loom)]
+    pub fn new() -> RawMutex {
+        RawMutex {
+            state: Futex::new(0),
+            spinner: Spinner::new(),
+        }
+    }
+
+    /// Blocks until this thread owns the lock.
+    #[inline]
+    pub fn lock(&self) {
+        if self
+            .state
+            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended(None);
+        }
+    }
+
+    /// Takes the lock if it is free now (even ahead of parked waiters, as std's does).
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state & LOCKED != 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Blocks until this thread owns the lock or `deadline` passes; returns whether it does.
+    pub fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)))
+    }
+
+    /// Blocks until this thread owns the lock or `timeout` passes; returns whether it does.
+    pub fn try_lock_for(&self, timeout: Duration) -> bool {
+        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)))
+    }
+
+    /// Releases the lock, waking one waiter if any sleeps.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must own the lock (taken with `lock` or a successful `try_lock*`).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        if self
+            .state
+            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.unlock_contended();
+        }
+    }
+
+    /// Whether some thread owns the lock now (a snapshot).
+    pub fn is_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & LOCKED != 0
+    }
+
+    /// The futex word, for the Condvar's requeue.
+    #[allow(dead_code)]
+    pub(crate) fn futex(&self) -> &Futex {
+        &self.state
+    }
+
+    #[cold]
+    fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        // Spin only while the owner is (presumably) running and nobody sleeps: spinning past
+        // parked waiters would starve them, and only a few threads spin at once.
+        self.spinner.spin_until(|| {
+            let state = self.state.load(Ordering::Relaxed);
+            state & LOCKED == 0 || parked(state) > 0
+        });
+        let mut first_sleep: Option<Instant> = None;
+        loop {
+            let state = self.state.load(Ordering::Relaxed);
+            if state & LOCKED == 0 {
+                if self
+                    .state
+                    .compare_exchange_weak(
+                        state,
+                        state | LOCKED,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    if let Some(start) = first_sleep {
+                        self.spinner.record_sleep(start.elapsed());
+                    }
+                    return true;
+                }
+                continue;
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
+            let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
+            let registered = (state + ONE_PARKED) | if starving { HANDOFF_REQUESTED } else { 0 };
+            if self
+                .state
+                .compare_exchange_weak(state, registered, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            first_sleep.get_or_insert_with(Instant::now);
+            // Any outcome (woken, value changed, timed out, spurious) goes through the same
+            // unregistering, which claims a hand-off meant for us.
+            let _ = self.state.wait(registered, deadline);
+            if self.unregister() {
+                return true;
+            }
+        }
+    }
+
+    /// Leaves the parked count; if the lock was handed over, claims it (returns true).
+    fn unregister(&self) -> bool {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let (next, claimed) = if state & HANDED != 0 {
+                ((state - ONE_PARKED) & !HANDED, true)
+            } else {
+                (state - ONE_PARKED, false)
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return claimed,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    #[cold]
+    fn unlock_contended(&self) {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let waiters = parked(state);
+            if state & HANDOFF_REQUESTED != 0 && waiters > 0 {
+                let handed = (state & !HANDOFF_REQUESTED) | HANDED;
+                match self.state.compare_exchange_weak(
+                    state,
+                    handed,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return self.finish_hand_off(),
+                    Err(now) => state = now,
+                }
+                continue;
+            }
+            // With nobody parked a stale hand-off request is dropped.
+            let clear = if waiters == 0 {
+                LOCKED | HANDOFF_REQUESTED
+            } else {
+                LOCKED
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                state & !clear,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if waiters > 0 {
+                        self.wake_one();
+                    }
+                    return;
+                }
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// The word is `LOCKED | HANDED`: wake a waiter to claim it. Every registered waiter
+    /// unregisters after its wait returns, and unregistering claims `HANDED`, so the hand-off
+    /// completes even when this wake finds nobody asleep yet (the waiter is between registering
+    /// and sleeping: its wait sees the changed word and returns at once).
+    fn finish_hand_off(&self) {
+        self.wake_one();
+    }
+
+    fn wake_one(&self) -> usize {
+        Futex::wake_at(self.state.as_ptr(), 1).unwrap_or(0)
+    }
+}
+
+#[cfg(all(feature = "lock_api", not(loom)))]
+// SAFETY: `lock`/`try_lock` give exclusive ownership until `unlock`, which the trait makes
+// unsafe to call without owning the lock; ownership is not tied to a thread beyond that, but
+// guards stay !Send (GuardNoSend) as std's do.
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawMutex = RawMutex::new();
+    type GuardMarker = lock_api::GuardNoSend;
+
+    fn lock(&self) {
+        RawMutex::lock(self)
+    }
+
+    fn try_lock(&self) -> bool {
+        RawMutex::try_lock(self)
+    }
+
+    unsafe fn unlock(&self) {
+        // SAFETY: the trait's contract: the caller owns the lock.
+        unsafe { RawMutex::unlock(self) }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawMutex::is_locked(self)
+    }
+}
+
+#[cfg(all(feature = "lock_api", not(loom)))]
+// SAFETY: as for `lock_api::RawMutex`: a `true` return means the lock is owned.
+unsafe impl lock_api::RawMutexTimed for RawMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_for(&self, timeout: Duration) -> bool {
+        RawMutex::try_lock_for(self, timeout)
+    }
+
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        RawMutex::try_lock_until(self, deadline)
+    }
+}
+
+/// A mutual-exclusion lock with `std::sync::Mutex`'s API and poisoning, adaptive underneath.
+///
+/// Code written for std compiles unchanged with `use futexkit::Mutex;` (or
+/// `use futexkit as sync;`): `lock`, `try_lock`, `is_poisoned`, `clear_poison`, `into_inner`,
+/// `get_mut` return std's own `LockResult` / `TryLockResult`. Beyond std:
+/// [`try_lock_for`](Mutex::try_lock_for) and [`try_lock_until`](Mutex::try_lock_until).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::thread;
+/// use futexkit::Mutex;
+///
+/// let counter = Arc::new(Mutex::new(0));
+/// let handles: Vec<_> = (0..4)
+///     .map(|_| {
+///         let counter = Arc::clone(&counter);
+///         thread::spawn(move || {
+///             for _ in 0..1000 {
+///                 *counter.lock().unwrap() += 1;
+///             }
+///         })
+///     })
+///     .collect();
+/// for h in handles {
+///     h.join().unwrap();
+/// }
+/// assert_eq!(*counter.lock().unwrap(), 4000);
+/// ```
+pub struct Mutex<T: ?Sized> {
+    raw: RawMutex,
+    poisoned: AtomicBool,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: as std: the lock gives one thread at a time access to `T`, so moving `T` between
+// threads (`T: Send`) is all that sharing the mutex requires.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// SAFETY: as above.
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+impl<T: ?Sized> UnwindSafe for Mutex<T> {}
+impl<T: ?Sized> RefUnwindSafe for Mutex<T> {}
+
+/// A held lock on a [`Mutex`]; dereferences to the data, unlocks on drop.
+///
+/// Like std's guard it is `!Send` (unlocking belongs to the locking thread) and `Sync` when
+/// `T: Sync`:
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// let m = futexkit::Mutex::new(0);
+/// send(m.lock().unwrap());
+/// ```
+#[must_use = "if unused the Mutex will immediately unlock"]
+#[clippy::has_significant_drop]
+pub struct MutexGuard<'a, T: ?Sized + 'a> {
+    lock: &'a Mutex<T>,
+    /// Whether this thread was panicking when it locked (std's poison::Guard).
+    panicking: bool,
+    not_send: PhantomData<*const ()>,
+}
+
+// SAFETY: a shared guard only gives `&T`, which is fine to share when `T: Sync`.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+
+impl<T> Mutex<T> {
+    /// A new unlocked mutex holding `value`.
+    #[cfg(not(loom))]
+    pub const fn new(value: T) -> Mutex<T> {
+        Mutex {
+            raw: RawMutex::new(),
+            poisoned: AtomicBool::new(false),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// A new unlocked mutex holding `value` (not `const` under loom).
+    #[cfg(loom)]
+    pub fn new(value: T) -> Mutex<T> {
+        Mutex {
+            raw: RawMutex::new(),
+            poisoned: AtomicBool::new(false),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// Consumes the mutex and returns the data.
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the data if the mutex is poisoned.
+    pub fn into_inner(self) -> LockResult<T> {
+        let poisoned = self.poisoned.load(core::sync::atomic::Ordering::Relaxed);
+        let data = self.data.into_inner();
+        if poisoned {
+            Err(PoisonError::new(data))
+        } else {
+            Ok(data)
+        }
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Blocks until this thread holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the guard if another thread panicked while holding the lock.
+    ///
+    /// # Panics
+    ///
+    /// Locking a mutex this thread already holds deadlocks (as std may); it does not panic.
+    pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
+        self.raw.lock();
+        self.guard()
+    }
+
+    /// Takes the lock if it is free now.
+    ///
+    /// # Errors
+    ///
+    /// [`TryLockError::WouldBlock`] if another thread holds it; [`TryLockError::Poisoned`] as
+    /// for [`lock`](Mutex::lock).
+    pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
+        if self.raw.try_lock() {
+            Ok(self.guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds the lock or `timeout` has passed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use std::sync::TryLockError;
+    /// use futexkit::Mutex;
+    ///
+    /// let m = Mutex::new(1);
+    /// let held = m.lock().unwrap();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let r = m.try_lock_for(Duration::from_millis(10));
+    ///         assert!(matches!(r, Err(TryLockError::WouldBlock)));
+    ///     });
+    /// });
+    /// drop(held);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_lock`](Mutex::try_lock), with `WouldBlock` meaning the time ran out.
+    pub fn try_lock_for(&self, timeout: Duration) -> TryLockResult<MutexGuard<'_, T>> {
+        if self.raw.try_lock_for(timeout) {
+            Ok(self.guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds the lock or `deadline` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_lock_for`](Mutex::try_lock_for).
+    pub fn try_lock_until(&self, deadline: Instant) -> TryLockResult<MutexGuard<'_, T>> {
+        if self.raw.try_lock_until(deadline) {
+            Ok(self.guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Whether a thread panicked while holding the lock.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Clears the poisoned flag.
+    pub fn clear_poison(&self) {
+        self.poisoned
+            .store(false, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Mutable access without locking: the borrow proves no one else holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the reference if the mutex is poisoned.
+    pub fn get_mut(&mut self) -> LockResult<&mut T> {
+        let poisoned = self.is_poisoned();
+        let data = self.data.get_mut();
+        if poisoned {
+            Err(PoisonError::new(data))
+        } else {
+            Ok(data)
+        }
+    }
+
+    /// The raw lock, for the Condvar.
+    #[allow(dead_code)]
+    pub(crate) fn raw(&self) -> &RawMutex {
+        &self.raw
+    }
+
+    /// Wraps a freshly taken lock in a guard, reporting poison.
+    pub(crate) fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
+        let guard = MutexGuard {
+            lock: self,
+            panicking: std::thread::panicking(),
+            not_send: PhantomData,
+        };
+        if self.is_poisoned() {
+            Err(PoisonError::new(guard))
+        } else {
+            Ok(guard)
+        }
+    }
+}
+
+impl<'a, T: ?Sized> MutexGuard<'a, T> {
+    /// The mutex this guard locks (for the Condvar).
+    #[allow(dead_code)]
+    pub(crate) fn mutex(&self) -> &'a Mutex<T> {
+        self.lock
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Mutex<T> {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    fn from(value: T) -> Mutex<T> {
+        Mutex::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mutex");
+        match self.try_lock() {
+            Ok(guard) => {
+                d.field("data", &&*guard);
+            }
+            Err(TryLockError::Poisoned(err)) => {
+                d.field("data", &&**err.get_ref());
+            }
+            Err(TryLockError::WouldBlock) => {
+                d.field("data", &"<locked>");
+            }
+        }
+        d.field("poisoned", &self.is_poisoned());
+        d.finish_non_exhaustive()
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves this thread holds the lock.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves this thread holds the lock, and `&mut self` that this is the
+        // only access through it.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.panicking && std::thread::panicking() {
+            self.lock
+                .poisoned
+                .store(true, core::sync::atomic::Ordering::Relaxed);
+        }
+        // SAFETY: the guard exists only while this thread holds the lock.
+        unsafe { self.lock.raw.unlock() };
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}

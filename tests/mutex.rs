@@ -1,0 +1,315 @@
+//! futexkit::Mutex against std::sync::Mutex's contract, and under stress.
+#![cfg(not(loom))]
+
+use std::cell::RefCell;
+use std::fmt::Debug;
+use std::panic::{catch_unwind, AssertUnwindSafe, RefUnwindSafe, UnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, TryLockError};
+use std::time::{Duration, Instant};
+
+use futexkit::{Mutex, MutexGuard};
+
+/// Code written for std, with only the import changed.
+mod written_for_std {
+    use futexkit as sync;
+
+    pub fn run() -> Vec<i32> {
+        let m = sync::Mutex::new(vec![1]);
+        {
+            let r: sync::LockResult<sync::MutexGuard<'_, Vec<i32>>> = m.lock();
+            r.unwrap().push(2);
+        }
+        match m.try_lock() {
+            Ok(mut g) => g.push(3),
+            Err(sync::TryLockError::WouldBlock) => unreachable!(),
+            Err(sync::TryLockError::Poisoned(e)) => e.into_inner().push(-1),
+        }
+        let _: fn(sync::PoisonError<()>) -> () = sync::PoisonError::into_inner;
+        m.into_inner().unwrap_or_else(sync::PoisonError::into_inner)
+    }
+}
+
+#[test]
+fn code_written_for_std_runs_unchanged() {
+    assert_eq!(written_for_std::run(), vec![1, 2, 3]);
+}
+
+fn poison<T: Send + 'static>(m: &Arc<Mutex<T>>) {
+    let m2 = Arc::clone(m);
+    let r = std::thread::spawn(move || {
+        let _g = m2.lock().unwrap();
+        panic!("poisoning on purpose");
+    })
+    .join();
+    assert!(r.is_err());
+}
+
+#[test]
+fn a_panic_while_locked_poisons_and_clear_poison_clears() {
+    let m = Arc::new(Mutex::new(5));
+    assert!(!m.is_poisoned());
+    poison(&m);
+    assert!(m.is_poisoned());
+    let err = m.lock().unwrap_err();
+    assert_eq!(**err.get_ref(), 5, "the guard is still usable");
+    drop(err);
+    assert!(matches!(m.try_lock(), Err(TryLockError::Poisoned(_))));
+    m.clear_poison();
+    assert!(!m.is_poisoned());
+    assert_eq!(*m.lock().unwrap(), 5);
+}
+
+#[test]
+fn into_inner_and_get_mut_report_poison() {
+    let mut m = Arc::new(Mutex::new(String::from("x")));
+    poison(&m);
+    let inner = Arc::get_mut(&mut m).unwrap();
+    assert_eq!(inner.get_mut().unwrap_err().into_inner(), "x");
+    let m = Arc::try_unwrap(m).unwrap();
+    assert_eq!(m.into_inner().unwrap_err().into_inner(), "x");
+
+    let mut clean = Mutex::new(3);
+    *clean.get_mut().unwrap() += 1;
+    assert_eq!(clean.into_inner().unwrap(), 4);
+}
+
+#[test]
+fn try_lock_while_held_would_block() {
+    let m = Arc::new(Mutex::new(()));
+    let g = m.lock().unwrap();
+    assert!(matches!(m.try_lock(), Err(TryLockError::WouldBlock)));
+    let m2 = Arc::clone(&m);
+    let other = std::thread::spawn(move || matches!(m2.try_lock(), Err(TryLockError::WouldBlock)))
+        .join()
+        .unwrap();
+    assert!(other);
+    drop(g);
+    assert!(m.try_lock().is_ok());
+}
+
+#[test]
+fn unsized_mutexes_work() {
+    let slice: &Mutex<[i32]> = &Mutex::new([1, 2, 3]);
+    slice.lock().unwrap()[1] = 20;
+    assert_eq!(&*slice.lock().unwrap(), &[1, 20, 3]);
+
+    let boxed: Box<Mutex<dyn Debug + Send>> = Box::new(Mutex::new(7u8));
+    assert_eq!(format!("{:?}", boxed.lock().unwrap()), "7");
+
+    let shared: Arc<Mutex<dyn Fn() -> i32 + Send>> = Arc::new(Mutex::new(|| 42));
+    assert_eq!((shared.lock().unwrap())(), 42);
+}
+
+#[test]
+fn data_is_dropped_exactly_once() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    drop(Mutex::new(Counted));
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1);
+    let inner = Mutex::new(Counted).into_inner().unwrap();
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1);
+    drop(inner);
+    assert_eq!(DROPS.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn guards_across_catch_unwind() {
+    let m = Mutex::new(1);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let mut g = m.lock().unwrap();
+        *g = 2;
+        panic!("inside the lock");
+    }));
+    assert!(r.is_err());
+    assert!(m.is_poisoned());
+    assert_eq!(*m.lock().unwrap_err().into_inner(), 2);
+    // A guard taken while already panicking does not poison again (std's rule).
+    m.clear_poison();
+    struct LockOnDrop<'a>(&'a Mutex<i32>);
+    impl Drop for LockOnDrop<'_> {
+        fn drop(&mut self) {
+            let _g = self.0.lock().unwrap();
+        }
+    }
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _d = LockOnDrop(&m);
+        panic!("unwinding");
+    }));
+    assert!(r.is_err());
+    assert!(!m.is_poisoned());
+}
+
+#[test]
+fn debug_matches_std() {
+    let ours = Mutex::new(vec![1, 2]);
+    let std = std::sync::Mutex::new(vec![1, 2]);
+    assert_eq!(format!("{ours:?}"), format!("{std:?}"));
+    let (g1, g2) = (ours.lock().unwrap(), std.lock().unwrap());
+    assert_eq!(format!("{ours:?}"), format!("{std:?}"));
+    assert_eq!(format!("{g1:?}"), format!("{g2:?}"));
+    drop((g1, g2));
+
+    let ours = Arc::new(Mutex::new(0));
+    let std = Arc::new(std::sync::Mutex::new(0));
+    poison(&ours);
+    let std2 = Arc::clone(&std);
+    let _ = std::thread::spawn(move || {
+        let _g = std2.lock().unwrap();
+        panic!("poisoning on purpose");
+    })
+    .join();
+    assert_eq!(format!("{ours:#?}"), format!("{std:#?}"));
+}
+
+#[test]
+fn display_default_and_from() {
+    let m = Mutex::new(String::from("hello"));
+    assert_eq!(m.lock().unwrap().to_string(), "hello");
+    assert_eq!(*Mutex::<u32>::default().lock().unwrap(), 0);
+    assert_eq!(*Mutex::from(9).lock().unwrap(), 9);
+}
+
+#[test]
+fn auto_traits_match_std() {
+    fn send_sync<T: Send + Sync>() {}
+    fn unwind_safe<T: UnwindSafe + RefUnwindSafe>() {}
+    fn sync<T: Sync>() {}
+    send_sync::<Mutex<RefCell<i32>>>();
+    unwind_safe::<Mutex<RefCell<i32>>>();
+    sync::<MutexGuard<'static, i32>>();
+    // `MutexGuard: !Send` is checked by a compile_fail doctest on `MutexGuard`.
+}
+
+#[test]
+fn const_new_works_in_a_static() {
+    static GLOBAL: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+    GLOBAL.lock().unwrap().push(1);
+    assert_eq!(GLOBAL.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn timed_locks_time_out_and_succeed() {
+    let m = Arc::new(Mutex::new(0));
+    let g = m.lock().unwrap();
+    let m2 = Arc::clone(&m);
+    let r = std::thread::spawn(move || {
+        let start = Instant::now();
+        let timed_out = matches!(
+            m2.try_lock_for(Duration::from_millis(20)),
+            Err(TryLockError::WouldBlock)
+        );
+        let until = matches!(
+            m2.try_lock_until(Instant::now() + Duration::from_millis(5)),
+            Err(TryLockError::WouldBlock)
+        );
+        (timed_out, until, start.elapsed())
+    })
+    .join()
+    .unwrap();
+    assert!(r.0 && r.1);
+    assert!(
+        r.2 >= Duration::from_millis(25),
+        "timed out before the deadline"
+    );
+    drop(g);
+
+    // Released while a timed waiter sleeps: it gets the lock.
+    let g = m.lock().unwrap();
+    let m2 = Arc::clone(&m);
+    let waiter = std::thread::spawn(move || {
+        *m2.try_lock_for(Duration::from_secs(60)).unwrap() += 1;
+    });
+    std::thread::sleep(Duration::from_millis(10));
+    drop(g);
+    waiter.join().unwrap();
+    assert_eq!(*m.lock().unwrap(), 1);
+}
+
+#[test]
+fn eight_threads_times_a_million_increments_lose_nothing() {
+    const THREADS: usize = 8;
+    const EACH: usize = 1_000_000;
+    let m = Arc::new(Mutex::new(0usize));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || {
+                for _ in 0..EACH {
+                    *m.lock().unwrap() += 1;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*m.lock().unwrap(), THREADS * EACH);
+}
+
+#[test]
+fn random_sleeps_keep_mutual_exclusion() {
+    let m = Arc::new(Mutex::new(0u64));
+    let inside = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..16u64)
+        .map(|seed| {
+            let (m, inside) = (Arc::clone(&m), Arc::clone(&inside));
+            std::thread::spawn(move || {
+                let mut x = seed * 2_654_435_761 + 1;
+                for _ in 0..200 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let mut g = m.lock().unwrap();
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two owners");
+                    *g += 1;
+                    if x % 4 == 0 {
+                        std::thread::sleep(Duration::from_micros(x % 200));
+                    }
+                    inside.store(false, Ordering::SeqCst);
+                    drop(g);
+                    if x % 3 == 0 {
+                        std::thread::sleep(Duration::from_micros(x % 100));
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(*m.lock().unwrap(), 16 * 200);
+}
+
+/// A hog re-locks in a tight loop (barging is allowed); the starvation bound still lets a
+/// sleeping waiter in, again and again.
+#[test]
+fn a_waiter_is_not_starved_by_a_barging_hog() {
+    let m = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut g = m.lock().unwrap();
+                    for _ in 0..100 {
+                        *g = std::hint::black_box(*g + 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    for _ in 0..200 {
+        drop(m.lock().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+}
