@@ -6,7 +6,8 @@
 //! bit 0      LOCKED             someone owns the lock
 //! bit 1      HANDOFF_REQUESTED  a waiter has slept for STARVATION_LIMIT: hand it the lock
 //! bit 2      HANDED             locked, and reserved for a waiter woken to take it
-//! bits 3..31 parked             how many waiters sleep (or are about to) on this word
+//! bit 3      WAKING             a woken waiter has not run yet: do not wake another
+//! bits 4..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
 //!
 //! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Anything else
@@ -14,9 +15,14 @@
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex, bounded,
 //!   a few spinners at most, none on one CPU or when oversubscribed), and only while nobody is
 //!   parked; then register in `parked` and sleep on the word. Because `parked` is exact, unlock
-//!   makes a wake syscall only when someone sleeps, and wakes exactly one.
+//!   makes a wake syscall only when someone sleeps, and wakes exactly one; `WAKING` keeps the
+//!   unlocks that follow from waking more while the woken waiter is still being scheduled (on a
+//!   VM that takes tens of microseconds, in which a running thread unlocks many times). Every
+//!   registered waiter clears `WAKING` when it unregisters, so it never outlives its wake.
 //! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
-//!   `HANDOFF_REQUESTED`. The next unlock then keeps the word `LOCKED`, sets `HANDED` and wakes
+//!   `HANDOFF_REQUESTED`. The next unlock (at most one per `STARVATION_LIMIT` per mutex, as
+//!   parking_lot's eventual fairness, so hand-offs cannot become a convoy) keeps the word
+//!   `LOCKED`, sets `HANDED` and wakes
 //!   one waiter, which claims the lock by clearing `HANDED`: newcomers cannot barge in. Every
 //!   registered waiter unregisters after its wait returns (woken, timed out or not yet asleep)
 //!   and unregistering claims a pending hand-off, so a hand-off never strands the lock.
@@ -27,7 +33,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use core::panic::{RefUnwindSafe, UnwindSafe};
-use core::sync::atomic::AtomicBool;
+use core::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
@@ -38,7 +44,8 @@ use crate::spin::Spinner;
 const LOCKED: u32 = 1;
 const HANDOFF_REQUESTED: u32 = 2;
 const HANDED: u32 = 4;
-const ONE_PARKED: u32 = 8;
+const WAKING: u32 = 8;
+const ONE_PARKED: u32 = 16;
 
 /// How long a waiter may sleep before the lock is handed to it (as parking_lot and WebKit).
 #[cfg(not(loom))]
@@ -69,6 +76,14 @@ fn parked(state: u32) -> u32 {
 pub struct RawMutex {
     state: Futex,
     spinner: Spinner,
+    /// When the next hand-off may happen, in milliseconds of [`clock_ms`].
+    next_hand_off_ms: AtomicU32,
+}
+
+/// Milliseconds since the first call in this process: the coarse clock of hand-off rate limits.
+fn clock_ms() -> u32 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u32
 }
 
 impl Default for RawMutex {
@@ -84,6 +99,7 @@ impl RawMutex {
         RawMutex {
             state: Futex::new(0),
             spinner: Spinner::new(),
+            next_hand_off_ms: AtomicU32::new(0),
         }
     }
 
@@ -93,6 +109,7 @@ impl RawMutex {
         RawMutex {
             state: Futex::new(0),
             spinner: Spinner::new(),
+            next_hand_off_ms: AtomicU32::new(0),
         }
     }
 
@@ -165,14 +182,18 @@ impl RawMutex {
         &self.state
     }
 
-    #[cold]
-    fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
-        // Spin only while the owner is (presumably) running and nobody sleeps: spinning past
-        // parked waiters would starve them, and only a few threads spin at once.
+    /// Spins while the owner is (presumably) running and nobody sleeps: spinning past parked
+    /// waiters would starve them, and the shared policy lets only a few threads spin at once.
+    fn spin_while_owner_runs(&self) {
         self.spinner.spin_until(|| {
             let state = self.state.load(Ordering::Relaxed);
             state & LOCKED == 0 || parked(state) > 0
         });
+    }
+
+    #[cold]
+    fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        self.spin_while_owner_runs();
         let mut first_sleep: Option<Instant> = None;
         loop {
             let state = self.state.load(Ordering::Relaxed);
@@ -213,6 +234,10 @@ impl RawMutex {
             if self.unregister() {
                 return true;
             }
+            // Woken: the lock was just released, and the owner may take it back at once; give
+            // it a chance to come free before sleeping again (as std does), which also spares
+            // the owner a wake syscall per round.
+            self.spin_while_owner_runs();
         }
     }
 
@@ -221,9 +246,9 @@ impl RawMutex {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let (next, claimed) = if state & HANDED != 0 {
-                ((state - ONE_PARKED) & !HANDED, true)
+                ((state - ONE_PARKED) & !(HANDED | WAKING), true)
             } else {
-                (state - ONE_PARKED, false)
+                ((state - ONE_PARKED) & !WAKING, false)
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -242,8 +267,11 @@ impl RawMutex {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let waiters = parked(state);
-            if state & HANDOFF_REQUESTED != 0 && waiters > 0 {
-                let handed = (state & !HANDOFF_REQUESTED) | HANDED;
+            let wake = waiters > 0 && state & WAKING == 0;
+            // Fairness is considered only when a wake is due anyway (as parking_lot decides it
+            // only when it unparks), so an owner that keeps relocking pays no clock read.
+            if wake && state & HANDOFF_REQUESTED != 0 && self.hand_off_due() {
+                let handed = (state & !HANDOFF_REQUESTED) | HANDED | WAKING;
                 match self.state.compare_exchange_weak(
                     state,
                     handed,
@@ -255,26 +283,47 @@ impl RawMutex {
                 }
                 continue;
             }
-            // With nobody parked a stale hand-off request is dropped.
-            let clear = if waiters == 0 {
-                LOCKED | HANDOFF_REQUESTED
-            } else {
-                LOCKED
-            };
+            let mut next = state & !LOCKED;
+            if waiters == 0 {
+                // With nobody parked a stale hand-off request is dropped.
+                next &= !HANDOFF_REQUESTED;
+            }
+            if wake {
+                next |= WAKING;
+            }
             match self.state.compare_exchange_weak(
                 state,
-                state & !clear,
+                next,
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    if waiters > 0 {
+                    if wake {
                         self.wake_one();
                     }
                     return;
                 }
                 Err(now) => state = now,
             }
+        }
+    }
+
+    /// Whether the rate limit allows a hand-off now (at most one per `STARVATION_LIMIT`).
+    fn hand_off_due(&self) -> bool {
+        if cfg!(loom) {
+            return true;
+        }
+        let now = clock_ms();
+        let due = self
+            .next_hand_off_ms
+            .load(core::sync::atomic::Ordering::Relaxed);
+        if now.wrapping_sub(due) as i32 >= 0 {
+            let next = now.wrapping_add(STARVATION_LIMIT.as_millis() as u32);
+            self.next_hand_off_ms
+                .store(next, core::sync::atomic::Ordering::Relaxed);
+            true
+        } else {
+            false
         }
     }
 

@@ -15,7 +15,9 @@
 //! * **skipped** when it cannot pay: one usable CPU, or more runnable threads than CPUs
 //!   (`/proc/loadavg`, sampled at most every 10 ms), or already [`max_spinners`] threads
 //!   spinning on the same primitive (the rest sleep: spinning crowds do not make progress);
-//! * made of `spin_loop` hints only: no `sched_yield` storms;
+//! * made of `spin_loop` hints only, checking the condition after 1, 2, 4, ... 32 hints
+//!   (exponential backoff: each check steals the watched cache line from its writer); no
+//!   `sched_yield` storms;
 //! * one step under loom, so models stay small.
 //!
 //! State: each [`Spinner`] holds the learned average (an `AtomicU32` of nanoseconds) and the
@@ -30,6 +32,8 @@ use std::time::{Duration, Instant};
 pub const MAX_SPIN_NS: u32 = 20_000;
 /// The shortest budget a spinning primitive gets, so it can discover that spinning pays again.
 const MIN_SPIN_NS: u32 = 200;
+/// The longest run of `spin_loop` hints between two checks of the condition.
+const MAX_PAUSES_BETWEEN_CHECKS: u32 = 32;
 /// How often the oversubscription check re-reads `/proc/loadavg`.
 const LOAD_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
 
@@ -116,9 +120,15 @@ impl Spinner {
         let max_iters = (budget / ns_per_iter).max(1);
         let mut iters = 0;
         let mut held = false;
+        // Exponential backoff between checks: every check pulls the watched cache line away
+        // from the thread that is about to change it.
+        let mut pause = 1;
         while iters < max_iters {
-            core::hint::spin_loop();
-            iters += 1;
+            for _ in 0..pause {
+                core::hint::spin_loop();
+            }
+            iters += pause;
+            pause = (pause * 2).min(MAX_PAUSES_BETWEEN_CHECKS);
             if done() {
                 self.learn(iters.saturating_mul(ns_per_iter));
                 held = true;

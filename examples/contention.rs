@@ -1,0 +1,68 @@
+//! Contended-counter throughput and worst-case wait: futexkit's Mutex vs std's vs
+//! parking_lot's, interleaved in one run. `cargo run --release --example contention
+//! [-- --quick] [-- --oversubscribed]`.
+
+#[path = "../benches/common/contention.rs"]
+mod contention;
+#[path = "../benches/common/pingpong.rs"]
+#[allow(unused)]
+mod pingpong;
+
+use std::time::Duration;
+
+use contention::{timed, Impl, Section, Throughput};
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let oversubscribed = std::env::args().any(|a| a == "--oversubscribed");
+    let duration = Duration::from_millis(if quick { 100 } else { 300 });
+    let rounds = if quick { 1 } else { 3 };
+    println!("{}", futexkit::capabilities());
+    println!(
+        "contended counter{}: Mops/s (median of {rounds} interleaved runs of {duration:?}), max wait",
+        if oversubscribed { ", a busy thread on every CPU" } else { "" }
+    );
+    let _load = oversubscribed.then(pingpong::BackgroundLoad::start);
+    for section in [Section::Short, Section::Long] {
+        println!("\n{} critical section", section.name());
+        println!(
+            "| threads | {:>10} | {:>10} | {:>11} | futexkit / best | max wait fk / std / pl |",
+            "futexkit", "std", "parking_lot"
+        );
+        println!("|---|---|---|---|---|---|");
+        for threads in [1usize, 2, 4, 8, 16, 32] {
+            let mut runs: Vec<Vec<Throughput>> = vec![Vec::new(); 3];
+            for _ in 0..rounds {
+                for (i, which) in Impl::ALL.into_iter().enumerate() {
+                    runs[i].push(timed(which, threads, section, duration));
+                }
+            }
+            let med: Vec<Throughput> = runs
+                .into_iter()
+                .map(|mut r| {
+                    r.sort_by(|a, b| a.mops.total_cmp(&b.mops));
+                    r[r.len() / 2]
+                })
+                .collect();
+            let best_other = med[1].mops.max(med[2].mops);
+            println!(
+                "| {threads:>7} | {:>10.2} | {:>10.2} | {:>11.2} | {:>15.2} | {} / {} / {} |",
+                med[0].mops,
+                med[1].mops,
+                med[2].mops,
+                med[0].mops / best_other,
+                fmt(med[0].max_wait),
+                fmt(med[1].max_wait),
+                fmt(med[2].max_wait),
+            );
+        }
+    }
+}
+
+fn fmt(d: Duration) -> String {
+    if d >= Duration::from_millis(1) {
+        format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    } else {
+        format!("{} us", d.as_micros())
+    }
+}
