@@ -1,6 +1,6 @@
 //! Mutex: futexkit vs std vs parking_lot in the same run. Uncontended lock+unlock; a contended
 //! counter at 1-32 threads with a short and a long critical section; the same oversubscribed
-//! (a busy thread on every CPU).
+//! (a busy thread on every CPU); lock hand-off latency to a waiter that has gone to sleep.
 
 #[path = "common/contention.rs"]
 mod contention;
@@ -11,7 +11,7 @@ mod pingpong;
 use std::hint::black_box;
 use std::time::Duration;
 
-use contention::{fixed_ops, Impl, Section};
+use contention::{fixed_ops, hand_off, Impl, Section};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 fn uncontended(c: &mut Criterion) {
@@ -51,8 +51,21 @@ fn contended(c: &mut Criterion, group: &str, oversubscribed: bool) {
     g.finish();
 }
 
+fn hand_off_latency(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mutex_hand_off");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(2));
+    for which in Impl::ALL {
+        g.bench_function(which.name(), |b| {
+            b.iter_custom(|iters| hand_off(which, iters))
+        });
+    }
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
     uncontended(c);
+    hand_off_latency(c);
     contended(c, "mutex_contended", false);
     contended(c, "mutex_contended_oversubscribed", true);
 }

@@ -10,7 +10,7 @@ mod pingpong;
 
 use std::time::Duration;
 
-use contention::{timed, Impl, Section, Throughput};
+use contention::{hand_off, timed, Impl, Section, Throughput};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -23,6 +23,13 @@ fn main() {
         if oversubscribed { ", a busy thread on every CPU" } else { "" }
     );
     let _load = oversubscribed.then(pingpong::BackgroundLoad::start);
+    let rounds_hand_off = if quick { 50 } else { 300 };
+    print!("\nlock hand-off to a sleeping waiter (mean of {rounds_hand_off}):");
+    for which in Impl::ALL {
+        let t = hand_off(which, rounds_hand_off) / rounds_hand_off as u32;
+        print!("  {} {:.1} us", which.name(), t.as_secs_f64() * 1e6);
+    }
+    println!();
     for section in [Section::Short, Section::Long] {
         println!("\n{} critical section", section.name());
         println!(

@@ -47,6 +47,51 @@ impl Section {
 trait Counter: Send + Sync {
     fn add(&self, section: Section);
     fn value(&self) -> u64;
+    /// Holds the lock, lets the waiter start (`go`), gives it time to block, then records the
+    /// release time and unlocks.
+    fn hold_then_release(&self, go: &Barrier, released_at: &AtomicU64, base: Instant);
+    // (The caller waits for the waiter to finish its round before holding again: relocking at
+    // once could barge ahead of the waiter and then wait on `go` holding the lock.)
+    /// Locks, adding the time since `released_at` to `total`.
+    fn add_timed(&self, released_at: &AtomicU64, base: Instant, total: &AtomicU64);
+}
+
+/// Long enough for a waiter to spin out and go to sleep.
+const BLOCK_TIME: Duration = Duration::from_micros(200);
+
+macro_rules! hand_off_methods {
+    ($lock:ident) => {
+        fn hold_then_release(&self, go: &Barrier, released_at: &AtomicU64, base: Instant) {
+            let guard = $lock(self);
+            go.wait();
+            let start = Instant::now();
+            while start.elapsed() < BLOCK_TIME {
+                std::hint::spin_loop();
+            }
+            released_at.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+            drop(guard);
+        }
+
+        fn add_timed(&self, released_at: &AtomicU64, base: Instant, total: &AtomicU64) {
+            let mut guard = $lock(self);
+            let now = base.elapsed().as_nanos() as u64;
+            total.fetch_add(
+                now.saturating_sub(released_at.load(Ordering::SeqCst)),
+                Ordering::Relaxed,
+            );
+            *guard += 1;
+        }
+    };
+}
+
+fn lock_futexkit(m: &futexkit::Mutex<u64>) -> futexkit::MutexGuard<'_, u64> {
+    m.lock().unwrap()
+}
+fn lock_std(m: &std::sync::Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    m.lock().unwrap()
+}
+fn lock_parking_lot(m: &parking_lot::Mutex<u64>) -> parking_lot::MutexGuard<'_, u64> {
+    m.lock()
 }
 
 #[inline(always)]
@@ -65,6 +110,7 @@ fn work(value: &mut u64, section: Section) {
 }
 
 impl Counter for futexkit::Mutex<u64> {
+    hand_off_methods!(lock_futexkit);
     fn add(&self, section: Section) {
         work(&mut self.lock().unwrap(), section);
     }
@@ -74,6 +120,7 @@ impl Counter for futexkit::Mutex<u64> {
 }
 
 impl Counter for std::sync::Mutex<u64> {
+    hand_off_methods!(lock_std);
     fn add(&self, section: Section) {
         work(&mut self.lock().unwrap(), section);
     }
@@ -83,6 +130,7 @@ impl Counter for std::sync::Mutex<u64> {
 }
 
 impl Counter for parking_lot::Mutex<u64> {
+    hand_off_methods!(lock_parking_lot);
     fn add(&self, section: Section) {
         work(&mut self.lock(), section);
     }
@@ -195,4 +243,36 @@ fn run_for(
         total.load(Ordering::Relaxed),
         Duration::from_nanos(worst.load(Ordering::Relaxed)),
     )
+}
+
+/// Lock hand-off latency: the owner unlocks while another thread waits in `lock()` (given time
+/// to spin out and sleep); returns the summed time from the unlock to the waiter holding the
+/// lock, over `rounds` hand-offs.
+pub fn hand_off(which: Impl, rounds: u64) -> Duration {
+    let c = counter(which);
+    let go = Arc::new(Barrier::new(2));
+    let released_at = Arc::new(AtomicU64::new(0));
+    let base = Instant::now();
+    let total = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let (c, go, released_at, total) = (
+            Arc::clone(&c),
+            Arc::clone(&go),
+            Arc::clone(&released_at),
+            Arc::clone(&total),
+        );
+        std::thread::spawn(move || {
+            for _ in 0..rounds {
+                go.wait();
+                c.add_timed(&released_at, base, &total);
+                go.wait();
+            }
+        })
+    };
+    for _ in 0..rounds {
+        c.hold_then_release(&go, &released_at, base);
+        go.wait();
+    }
+    waiter.join().unwrap();
+    Duration::from_nanos(total.load(Ordering::Relaxed))
 }

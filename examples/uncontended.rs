@@ -1,0 +1,38 @@
+//! N uncontended lock+unlock pairs on one implementation, for instruction counting:
+//! `valgrind --tool=callgrind target/release/examples/uncontended futexkit 1000000` minus the
+//! same with 0 gives the cost of N pairs (see README).
+
+use std::hint::black_box;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let which = args.get(1).map_or("futexkit", String::as_str);
+    let n: u64 = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    match which {
+        "futexkit" => {
+            let m = futexkit::Mutex::new(0u64);
+            for _ in 0..n {
+                *black_box(&m).lock().unwrap() += 1;
+            }
+            black_box(m.into_inner().unwrap());
+        }
+        "std" => {
+            let m = std::sync::Mutex::new(0u64);
+            for _ in 0..n {
+                *black_box(&m).lock().unwrap() += 1;
+            }
+            black_box(m.into_inner().unwrap());
+        }
+        "parking_lot" => {
+            let m = parking_lot::Mutex::new(0u64);
+            for _ in 0..n {
+                *black_box(&m).lock() += 1;
+            }
+            black_box(m.into_inner());
+        }
+        other => eprintln!("unknown implementation {other}: futexkit, std or parking_lot"),
+    }
+}
