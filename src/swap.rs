@@ -6,7 +6,7 @@
 //! * [`swap`]`(wait_on, expected, wake, deadline)`: wakes one waiter of `wake`, then waits on
 //!   `wait_on` while it holds `expected`. In [`SwapMode::Kernel`] that is one `FUTEX_SWAP`
 //!   call (only on kernels carrying the never-merged patch, detected by
-//!   [`Capability::Swap`](crate::Capability::Swap)). In [`SwapMode::Emulated`], on every other
+//!   [`Capability::Swap`]). In [`SwapMode::Emulated`], on every other
 //!   kernel, it is a wake, then a bounded adaptive spin ([`crate::spin`]) while the partner is
 //!   likely to answer soon, then a futex wait. The wake is always a syscall, because a raw word
 //!   does not say whether anyone sleeps on it.
