@@ -59,6 +59,14 @@ pub(crate) mod atomic {
     pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
 }
 
+/// Thread operations the primitives use: std's, or loom's under `cfg(loom)`.
+pub(crate) mod thread {
+    #[cfg(loom)]
+    pub(crate) use ::loom::thread::yield_now;
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::yield_now;
+}
+
 /// What the running kernel offers, probed once (at the first call) and cached.
 ///
 /// ```

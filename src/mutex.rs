@@ -19,13 +19,19 @@
 //!   unlocks that follow from waking more while the woken waiter is still being scheduled (on a
 //!   VM that takes tens of microseconds, in which a running thread unlocks many times). Every
 //!   registered waiter clears `WAKING` when it unregisters, so it never outlives its wake.
+//! * No sleeper is ever stranded. A waiter sleeps only on a value with `LOCKED` set and
+//!   `WAKING` and `HANDED` clear: registering clears `WAKING` (each registration thus allows at
+//!   most one more wake, so wakes stay bounded by sleeps), and nobody registers while `HANDED`
+//!   is set. Such a value cannot come back after the wake meant for it was spent (ABA), and the
+//!   owner's next unlock finds `WAKING` clear and wakes someone from the queue.
 //! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
 //!   `HANDOFF_REQUESTED`. The next unlock (at most one per `STARVATION_LIMIT` per mutex, as
 //!   parking_lot's eventual fairness, so hand-offs cannot become a convoy) keeps the word
-//!   `LOCKED`, sets `HANDED` and wakes
-//!   one waiter, which claims the lock by clearing `HANDED`: newcomers cannot barge in. Every
-//!   registered waiter unregisters after its wait returns (woken, timed out or not yet asleep)
-//!   and unregistering claims a pending hand-off, so a hand-off never strands the lock.
+//!   `LOCKED`, sets `HANDED` and wakes one waiter, which claims the lock by clearing `HANDED`:
+//!   newcomers cannot barge in, and yield until the claim. Every registered waiter unregisters
+//!   after its wait returns (woken, timed out or not yet asleep) and unregistering claims a
+//!   pending hand-off; as no registered waiter slept on a value with `HANDED`, at least one of
+//!   them returns, so a hand-off never strands the lock.
 //! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
 
 use core::cell::UnsafeCell;
@@ -218,8 +224,21 @@ impl RawMutex {
             if deadline.is_some_and(|d| d.has_passed()) {
                 return false;
             }
+            if state & HANDED != 0 {
+                // The lock is reserved for a registered waiter about to claim it. A value with
+                // HANDED must never be slept on: it could recur in a later hand-off while we
+                // still sleep on it, with everyone asleep and nobody left to claim. The window
+                // lasts one wake-up, at most once per STARVATION_LIMIT, so step aside.
+                crate::thread::yield_now();
+                continue;
+            }
             let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
-            let registered = (state + ONE_PARKED) | if starving { HANDOFF_REQUESTED } else { 0 };
+            // Registering clears WAKING, so no value slept on holds it: otherwise a waiter
+            // descheduled between registering and sleeping could sleep on it after that wake was
+            // spent and the same value recurred, while WAKING stopped every unlock from waking.
+            // Each registration so allows at most one more wake: wakes stay bounded by sleeps.
+            let registered =
+                ((state + ONE_PARKED) & !WAKING) | if starving { HANDOFF_REQUESTED } else { 0 };
             if self
                 .state
                 .compare_exchange_weak(state, registered, Ordering::Relaxed, Ordering::Relaxed)
