@@ -1,6 +1,6 @@
 //! Contended-counter throughput and worst-case wait: futexkit's Mutex vs std's vs
 //! parking_lot's, interleaved in one run. `cargo run --release --example contention
-//! [-- --quick] [-- --oversubscribed]`.
+//! [-- --quick] [-- --oversubscribed] [-- --threads 4,8]`.
 
 #[path = "../benches/common/contention.rs"]
 mod contention;
@@ -15,6 +15,14 @@ use contention::{hand_off, timed, Impl, Section, Throughput};
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let oversubscribed = std::env::args().any(|a| a == "--oversubscribed");
+    let args: Vec<String> = std::env::args().collect();
+    let thread_counts: Vec<usize> = match args.iter().position(|a| a == "--threads") {
+        Some(i) => args
+            .get(i + 1)
+            .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default(),
+        None => vec![1, 2, 4, 8, 16, 32],
+    };
     let duration = Duration::from_millis(if quick { 100 } else { 300 });
     let rounds = if quick { 1 } else { 3 };
     println!("{}", futexkit::capabilities());
@@ -37,7 +45,7 @@ fn main() {
             "futexkit", "std", "parking_lot"
         );
         println!("|---|---|---|---|---|---|");
-        for threads in [1usize, 2, 4, 8, 16, 32] {
+        for &threads in &thread_counts {
             let mut runs: Vec<Vec<Throughput>> = vec![Vec::new(); 3];
             for _ in 0..rounds {
                 for (i, which) in Impl::ALL.into_iter().enumerate() {

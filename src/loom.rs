@@ -71,6 +71,26 @@ pub(crate) fn futex_wake(addr: usize, n: u32) -> usize {
     woken
 }
 
+/// `FUTEX_WAKE_OP` on one word: changes it and wakes, atomically with respect to waiters.
+pub(crate) fn futex_update_and_wake(
+    addr: usize,
+    word: &AtomicU32,
+    update: impl Fn(u32) -> u32,
+    n: u32,
+) -> usize {
+    let mut table = FUTEXES.table.lock().unwrap();
+    let mut old = word.load(Ordering::SeqCst);
+    while let Err(now) = word.compare_exchange(old, update(old), Ordering::SeqCst, Ordering::SeqCst)
+    {
+        old = now;
+    }
+    let woken = take_waiters(&mut table, addr, n as usize, None);
+    if woken > 0 {
+        FUTEXES.woken.notify_all();
+    }
+    woken
+}
+
 pub(crate) fn futex_requeue(
     addr: usize,
     word: &AtomicU32,

@@ -19,11 +19,14 @@
 //!   unlocks that follow from waking more while the woken waiter is still being scheduled (on a
 //!   VM that takes tens of microseconds, in which a running thread unlocks many times). Every
 //!   registered waiter clears `WAKING` when it unregisters, so it never outlives its wake.
-//! * No sleeper is ever stranded. A waiter sleeps only on a value with `LOCKED` set and
-//!   `WAKING` and `HANDED` clear: registering clears `WAKING` (each registration thus allows at
-//!   most one more wake, so wakes stay bounded by sleeps), and nobody registers while `HANDED`
-//!   is set. Such a value cannot come back after the wake meant for it was spent (ABA), and the
-//!   owner's next unlock finds `WAKING` clear and wakes someone from the queue.
+//! * No sleeper is ever stranded. An unlock that wakes sets `WAKING` while it still owns the
+//!   lock (so the word is alive and only it can set the bit), wakes one, and then: if someone
+//!   woke, releases and leaves `WAKING` to that waiter (or, if the waiter already came back
+//!   and cleared it, goes round again); if nobody was asleep, withdraws `WAKING` together with
+//!   the release in one `FUTEX_WAKE_OP` that also wakes anyone who fell asleep meanwhile. So
+//!   `WAKING` is set only while an unlock is in progress or a woken waiter is on its way, and
+//!   no waiter can sleep on a value that recurs after its wake was spent (ABA). Nobody
+//!   registers while `HANDED` is set, for the same reason (below).
 //! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
 //!   `HANDOFF_REQUESTED`. The next unlock (at most one per `STARVATION_LIMIT` per mutex, as
 //!   parking_lot's eventual fairness, so hand-offs cannot become a convoy) keeps the word
@@ -44,7 +47,7 @@ use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
-use crate::futex::{Deadline, Futex};
+use crate::futex::{Deadline, Futex, WakeOpKind};
 use crate::spin::Spinner;
 
 const LOCKED: u32 = 1;
@@ -233,12 +236,7 @@ impl RawMutex {
                 continue;
             }
             let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
-            // Registering clears WAKING, so no value slept on holds it: otherwise a waiter
-            // descheduled between registering and sleeping could sleep on it after that wake was
-            // spent and the same value recurred, while WAKING stopped every unlock from waking.
-            // Each registration so allows at most one more wake: wakes stay bounded by sleeps.
-            let registered =
-                ((state + ONE_PARKED) & !WAKING) | if starving { HANDOFF_REQUESTED } else { 0 };
+            let registered = (state + ONE_PARKED) | if starving { HANDOFF_REQUESTED } else { 0 };
             if self
                 .state
                 .compare_exchange_weak(state, registered, Ordering::Relaxed, Ordering::Relaxed)
@@ -284,12 +282,33 @@ impl RawMutex {
     #[cold]
     fn unlock_contended(&self) {
         let mut state = self.state.load(Ordering::Relaxed);
+        // Decided at most once per unlock: the check consumes the rate limit.
+        let mut hand_off_allowed = None;
         loop {
             let waiters = parked(state);
-            let wake = waiters > 0 && state & WAKING == 0;
-            // Fairness is considered only when a wake is due anyway (as parking_lot decides it
-            // only when it unparks), so an owner that keeps relocking pays no clock read.
-            if wake && state & HANDOFF_REQUESTED != 0 && self.hand_off_due() {
+            if waiters == 0 || state & WAKING != 0 {
+                // Nobody to wake, or a woken waiter is on its way: just release. With nobody
+                // parked a stale hand-off request is dropped.
+                let mut next = state & !LOCKED;
+                if waiters == 0 {
+                    next &= !HANDOFF_REQUESTED;
+                }
+                match self.state.compare_exchange_weak(
+                    state,
+                    next,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => state = now,
+                }
+                continue;
+            }
+            // A wake is due. Fairness is considered only then (as parking_lot decides it only
+            // when it unparks), so an owner that keeps relocking pays no clock read.
+            if state & HANDOFF_REQUESTED != 0
+                && *hand_off_allowed.get_or_insert_with(|| self.hand_off_due())
+            {
                 let handed = (state & !HANDOFF_REQUESTED) | HANDED | WAKING;
                 match self.state.compare_exchange_weak(
                     state,
@@ -302,27 +321,42 @@ impl RawMutex {
                 }
                 continue;
             }
-            let mut next = state & !LOCKED;
-            if waiters == 0 {
-                // With nobody parked a stale hand-off request is dropped.
-                next &= !HANDOFF_REQUESTED;
-            }
-            if wake {
-                next |= WAKING;
-            }
-            match self.state.compare_exchange_weak(
+            // Reserve the wake while still owning the lock: nobody else sets WAKING, and the
+            // word stays alive for the wake.
+            if let Err(now) = self.state.compare_exchange_weak(
                 state,
-                next,
-                Ordering::Release,
+                state | WAKING,
+                Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => {
-                    if wake {
-                        self.wake_one();
-                    }
-                    return;
+                state = now;
+                continue;
+            }
+            if self.state.wake(1).unwrap_or(0) == 0 {
+                // Nobody was asleep: the registered waiters are all between registering and
+                // sleeping (or just back). A WAKING left set with nobody woken would let one of
+                // them sleep on a value that recurs while every unlock skips the wake; so
+                // withdraw it with the release, in one call that also wakes anyone who fell
+                // asleep since the wake above (under the kernel's bucket lock a waiter is
+                // queued before the change or sees it).
+                let _ = self
+                    .state
+                    .update_and_wake(WakeOpKind::AndNot, LOCKED | WAKING, 1);
+                return;
+            }
+            // Release, leaving WAKING for the woken waiter to clear, unless it already has: it
+            // may have found the lock still held and gone back to sleep, so wake again.
+            state = self.state.load(Ordering::Relaxed);
+            while state & WAKING != 0 {
+                match self.state.compare_exchange_weak(
+                    state,
+                    state & !LOCKED,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => state = now,
                 }
-                Err(now) => state = now,
             }
         }
     }
@@ -351,11 +385,8 @@ impl RawMutex {
     /// completes even when this wake finds nobody asleep yet (the waiter is between registering
     /// and sleeping: its wait sees the changed word and returns at once).
     fn finish_hand_off(&self) {
-        self.wake_one();
-    }
-
-    fn wake_one(&self) -> usize {
-        Futex::wake_at(self.state.as_ptr(), 1).unwrap_or(0)
+        // A raw address: the claimant may unlock and free the mutex before this call.
+        let _ = Futex::wake_at(self.state.as_ptr(), 1);
     }
 }
 

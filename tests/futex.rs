@@ -32,6 +32,26 @@ fn wake_ends_a_wait_and_reports_the_count() {
 }
 
 #[test]
+fn update_and_wake_changes_the_word_and_wakes_in_one_call() {
+    let word = Arc::new(Futex::<Private>::new(0b111));
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let word = Arc::clone(&word);
+            spawn_blocked(move || word.wait(0b111, None))
+        })
+        .collect();
+    assert_eq!(word.update_and_wake(WakeOpKind::AndNot, 0b101, 1), Ok(1));
+    assert_eq!(word.load(Ordering::Relaxed), 0b010);
+    // The second waiter is still queued (a wait that sees the new value would not be).
+    assert_eq!(word.update_and_wake(WakeOpKind::Set, 2047, 5), Ok(1));
+    assert_eq!(word.load(Ordering::Relaxed), 2047);
+    for w in waiters {
+        assert_eq!(w.join().unwrap(), Ok(()));
+    }
+    assert_eq!(word.wait(0b111, None), Err(Error::ValueChanged));
+}
+
+#[test]
 fn wake_n_wakes_exactly_n() {
     let word = Arc::new(Futex::<Private>::new(0));
     let waiters: Vec<_> = (0..3)
@@ -480,6 +500,15 @@ fn bad_input_gets_typed_errors() {
     assert_eq!(word.requeue(1, &word, 1), Err(Error::InvalidArgument));
     assert_eq!(
         WakeOp::new(WakeOpKind::Add, 4096, WakeOpCmp::Eq, 0),
+        Err(Error::InvalidArgument)
+    );
+    // The kernel sign-extends the 12-bit fields: 2048 would arrive as -2048.
+    assert_eq!(
+        WakeOp::new(WakeOpKind::Set, 2048, WakeOpCmp::Eq, 0),
+        Err(Error::InvalidArgument)
+    );
+    assert_eq!(
+        word.update_and_wake(WakeOpKind::Set, 2048, 1),
         Err(Error::InvalidArgument)
     );
     assert_eq!(

@@ -494,6 +494,65 @@ impl<S: Scope> Futex<S> {
         result.map_err(Error::from_errno)
     }
 
+    /// Applies `kind arg` to this word and wakes up to `n` of its waiters, atomically with
+    /// respect to waiters (`FUTEX_WAKE_OP` on the word itself, under the kernel's bucket
+    /// lock): a thread that calls [`wait`](Futex::wait) concurrently either was queued before
+    /// the change, and may be woken, or sees the changed value and does not sleep. Returns how
+    /// many were woken.
+    ///
+    /// This closes the window between "change the word" and "wake" that a separate store and
+    /// wake leave open, without touching the word after the call (the kernel writes it once,
+    /// before waking).
+    ///
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    /// use futexkit::futex::{Futex, WakeOpKind};
+    ///
+    /// let word = Futex::new(0b1011);
+    /// assert_eq!(word.update_and_wake(WakeOpKind::AndNot, 0b0011, 1), Ok(0));
+    /// assert_eq!(word.load(Ordering::Relaxed), 0b1000);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] if `arg` is 2048 or more (the kernel's operand is a signed
+    /// 12-bit field).
+    pub fn update_and_wake(&self, kind: WakeOpKind, arg: u32, n: u32) -> Result<usize, Error> {
+        // Validates `arg`; the comparison is irrelevant as no second wake is asked for.
+        let operation = WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?;
+        let n = n.min(i32::MAX as u32);
+        #[cfg(loom)]
+        {
+            let _ = operation;
+            Ok(crate::loom::futex_update_and_wake(
+                self.addr(),
+                &self.word,
+                |v| kind.apply(v, arg),
+                n,
+            ))
+        }
+        #[cfg(not(loom))]
+        {
+            // Release: whatever this thread wrote before is visible to whoever sees the change
+            // (the kernel's atomic op is not documented as a release on every architecture).
+            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+            // SAFETY: the word is a live, aligned AtomicU32 borrowed for the whole call, passed as
+            // both addresses; the kernel writes it atomically, as another thread's atomic RMW
+            // would, and wakes none of the second address's waiters (count 0).
+            let result = unsafe {
+                sys::futex(
+                    self.word.as_ptr(),
+                    op::WAKE_OP | S::KIND.legacy_flag(),
+                    n,
+                    0,
+                    self.word.as_ptr(),
+                    operation.encode(),
+                )
+            };
+            result.map_err(Error::from_errno)
+        }
+    }
+
     #[cfg(loom)]
     fn addr(&self) -> usize {
         self as *const Futex<S> as usize
@@ -538,6 +597,20 @@ pub enum WakeOpKind {
     Xor,
 }
 
+impl WakeOpKind {
+    /// The new value of a word holding `old`.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    fn apply(self, old: u32, arg: u32) -> u32 {
+        match self {
+            WakeOpKind::Set => arg,
+            WakeOpKind::Add => old.wrapping_add(arg),
+            WakeOpKind::Or => old | arg,
+            WakeOpKind::AndNot => old & !arg,
+            WakeOpKind::Xor => old ^ arg,
+        }
+    }
+}
+
 /// The comparison of a [`WakeOp`], applied to the second word's old value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WakeOpCmp {
@@ -566,13 +639,16 @@ pub struct WakeOp {
 }
 
 impl WakeOp {
-    const ARG_LIMIT: u32 = 1 << 12;
+    /// The kernel sign-extends both 12-bit fields, so 2048 and up would arrive negative.
+    const ARG_LIMIT: u32 = 1 << 11;
 
     /// `kind` with operand `oparg`, waking the second word's waiters if `old cmp cmparg`.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] if `oparg` or `cmparg` does not fit in 12 bits.
+    /// [`Error::InvalidArgument`] if `oparg` or `cmparg` is 2048 or more (the kernel reads
+    /// them as signed 12-bit fields; [`with_shifted_operand`](WakeOp::with_shifted_operand)
+    /// reaches larger powers of two).
     pub fn new(kind: WakeOpKind, oparg: u32, cmp: WakeOpCmp, cmparg: u32) -> Result<WakeOp, Error> {
         if oparg >= Self::ARG_LIMIT || cmparg >= Self::ARG_LIMIT {
             return Err(Error::InvalidArgument);
