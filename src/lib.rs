@@ -39,6 +39,7 @@
 // Under loom the futex calls are emulated, leaving the syscall layer unused.
 #![cfg_attr(loom, allow(dead_code))]
 
+pub mod condvar;
 pub mod futex;
 #[cfg(loom)]
 mod loom;
@@ -46,6 +47,7 @@ pub mod mutex;
 pub mod spin;
 pub mod swap;
 
+pub use condvar::{Condvar, WaitTimeoutResult};
 pub use futex::{Capabilities, Capability};
 pub use mutex::{Mutex, MutexGuard, RawMutex};
 /// std's own result and error types, so `use futexkit as sync;` compiles code written for std.
@@ -54,9 +56,9 @@ pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 /// The atomics the crate's primitives use: std's, or loom's under `cfg(loom)`.
 pub(crate) mod atomic {
     #[cfg(loom)]
-    pub(crate) use ::loom::sync::atomic::{AtomicU32, Ordering};
+    pub(crate) use ::loom::sync::atomic::{fence, AtomicU32, Ordering};
     #[cfg(not(loom))]
-    pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
+    pub(crate) use core::sync::atomic::{fence, AtomicU32, Ordering};
 }
 
 /// Thread operations the primitives use: std's, or loom's under `cfg(loom)`.

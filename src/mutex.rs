@@ -7,7 +7,8 @@
 //! bit 1      HANDOFF_REQUESTED  a waiter has slept for STARVATION_LIMIT: hand it the lock
 //! bit 2      HANDED             locked, and reserved for a waiter woken to take it
 //! bit 3      WAKING             a woken waiter has not run yet: do not wake another
-//! bits 4..31 parked             how many waiters sleep (or are about to) on this word
+//! bit 4      REQUEUED           a Condvar may have moved sleepers here that `parked` omits
+//! bits 5..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
 //!
 //! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Anything else
@@ -35,6 +36,15 @@
 //!   after its wait returns (woken, timed out or not yet asleep) and unregistering claims a
 //!   pending hand-off; as no registered waiter slept on a value with `HANDED`, at least one of
 //!   them returns, so a hand-off never strands the lock.
+//! * Condvar requeue: `Condvar::notify_all` wakes one waiter and moves the others onto this
+//!   word without touching it (the mutex may be freed by a returning waiter at any moment), so
+//!   `parked` does not count them. A waiter that may have been moved takes the lock through
+//!   `RawMutex::lock_after_requeue`, which marks `REQUEUED`: while it is set every unlock
+//!   wakes one (as std's "contended" state), and an unlock whose wake found nobody clears it
+//!   with the release in the same `FUTEX_WAKE_OP`. Moved sleepers are always queued (the
+//!   kernel moves them asleep), so "nobody asleep" proves none is left; and the waiter the
+//!   notify woke directly marks the word after the move, so the chain of wakes cannot stop
+//!   while one sleeps.
 //! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
 
 use core::cell::UnsafeCell;
@@ -54,7 +64,8 @@ const LOCKED: u32 = 1;
 const HANDOFF_REQUESTED: u32 = 2;
 const HANDED: u32 = 4;
 const WAKING: u32 = 8;
-const ONE_PARKED: u32 = 16;
+const REQUEUED: u32 = 16;
+const ONE_PARKED: u32 = 32;
 
 /// How long a waiter may sleep before the lock is handed to it (as parking_lot and WebKit).
 #[cfg(not(loom))]
@@ -186,9 +197,37 @@ impl RawMutex {
     }
 
     /// The futex word, for the Condvar's requeue.
-    #[allow(dead_code)]
     pub(crate) fn futex(&self) -> &Futex {
         &self.state
+    }
+
+    /// Takes the lock for a Condvar waiter that may have been moved onto this word and woken
+    /// by an unlock (which set `WAKING` for it, or `HANDED`: a hand-off meant for a parked
+    /// waiter that this one must claim, as the parked one may sleep on). Marks `REQUEUED` so
+    /// that this thread's unlock wakes the next moved sleeper.
+    pub(crate) fn lock_after_requeue(&self) {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let (next, owned) = if state & HANDED != 0 {
+                ((state & !(HANDED | WAKING)) | REQUEUED, true)
+            } else if state & LOCKED == 0 {
+                ((state & !WAKING) | LOCKED | REQUEUED, true)
+            } else {
+                (state & !WAKING, false)
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) if owned => return,
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
+        self.lock();
+        self.state.fetch_or(REQUEUED, Ordering::Relaxed);
     }
 
     /// Spins while the owner is (presumably) running and nobody sleeps: spinning past parked
@@ -286,7 +325,8 @@ impl RawMutex {
         let mut hand_off_allowed = None;
         loop {
             let waiters = parked(state);
-            if waiters == 0 || state & WAKING != 0 {
+            let maybe_requeued = state & REQUEUED != 0;
+            if (waiters == 0 && !maybe_requeued) || state & WAKING != 0 {
                 // Nobody to wake, or a woken waiter is on its way: just release. With nobody
                 // parked a stale hand-off request is dropped.
                 let mut next = state & !LOCKED;
@@ -307,6 +347,7 @@ impl RawMutex {
             // A wake is due. Fairness is considered only then (as parking_lot decides it only
             // when it unparks), so an owner that keeps relocking pays no clock read.
             if state & HANDOFF_REQUESTED != 0
+                && waiters > 0
                 && *hand_off_allowed.get_or_insert_with(|| self.hand_off_due())
             {
                 let handed = (state & !HANDOFF_REQUESTED) | HANDED | WAKING;
@@ -339,9 +380,10 @@ impl RawMutex {
                 // withdraw it with the release, in one call that also wakes anyone who fell
                 // asleep since the wake above (under the kernel's bucket lock a waiter is
                 // queued before the change or sees it).
-                let _ = self
-                    .state
-                    .update_and_wake(WakeOpKind::AndNot, LOCKED | WAKING, 1);
+                // Moved (requeued) sleepers are always queued, so none is left either.
+                let _ =
+                    self.state
+                        .update_and_wake(WakeOpKind::AndNot, LOCKED | WAKING | REQUEUED, 1);
                 return;
             }
             // Release, leaving WAKING for the woken waiter to clear, unless it already has: it

@@ -1,0 +1,300 @@
+//! A condition variable with `std::sync::Condvar`'s API whose `notify_all` moves the waiters
+//! onto the mutex instead of waking them all.
+//!
+//! ## State encoding
+//!
+//! ```text
+//! seq       u32 futex word  bumped (wrapping) by every notify; waiters sleep on its value
+//! sleepers  u32             waiters asleep (or about to be) on `seq`: notify makes no
+//!                           syscall when it is 0
+//! mutex     usize           address of the mutex's futex word, bound by the first wait
+//! ```
+//!
+//! * Wait: read `seq` while holding the mutex, unlock, spin briefly (the shared policy) for
+//!   `seq` to move, then count in `sleepers`, sleep on the value read, and relock. A notify
+//!   that follows the unlock changes `seq`, so the sleep returns at once or is woken: no lost
+//!   wakeup. Only equality is compared, so wrap-around loses nothing (a waiter would have to
+//!   sleep through exactly 2^32 notifies, each of which wakes or moves it first).
+//! * `notify_one`: bump, and wake one sleeper if any.
+//! * `notify_all`: bump, then `FUTEX_CMP_REQUEUE`: wake one sleeper and move the rest onto the
+//!   mutex's word, where each unlock wakes the next (see `REQUEUED` in [`crate::mutex`]): a
+//!   broadcast costs one wake instead of a stampede (rust-lang/rust#98707). The mutex word is
+//!   passed by address only, as a waiter may return and drop the mutex meanwhile. Before the
+//!   first wait, when the value moved under us, or when the kernel refuses, it wakes everyone.
+//! * A waiter that slept may have been moved, so it relocks through
+//!   `RawMutex::lock_after_requeue`; one that never slept relocks plainly.
+
+use core::fmt;
+use core::sync::atomic::AtomicUsize;
+use std::sync::{LockResult, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::atomic::{fence, AtomicU32, Ordering};
+use crate::futex::{Deadline, Error, Futex};
+use crate::mutex::{MutexGuard, RawMutex};
+use crate::spin::Spinner;
+
+/// A condition variable: `std::sync::Condvar`'s API and behaviour, with a `notify_all` that
+/// wakes one waiter and queues the rest on the mutex.
+///
+/// Works with [`futexkit::Mutex`](crate::Mutex) guards. As with std, spurious wakeups can
+/// happen: wait in a loop or with [`wait_while`](Condvar::wait_while). Using one `Condvar`
+/// with two different mutexes panics.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::thread;
+/// use futexkit::{Condvar, Mutex};
+///
+/// let pair = Arc::new((Mutex::new(false), Condvar::new()));
+/// let pair2 = Arc::clone(&pair);
+/// thread::spawn(move || {
+///     let (lock, cvar) = &*pair2;
+///     *lock.lock().unwrap() = true;
+///     cvar.notify_one();
+/// });
+/// let (lock, cvar) = &*pair;
+/// let started = cvar.wait_while(lock.lock().unwrap(), |started| !*started).unwrap();
+/// assert!(*started);
+/// ```
+pub struct Condvar {
+    seq: Futex,
+    sleepers: AtomicU32,
+    /// The bound mutex's futex word, as an address (0 until the first wait).
+    mutex: AtomicUsize,
+    spinner: Spinner,
+}
+
+/// Whether a timed wait on a [`Condvar`] returned because its time ran out (as std's).
+#[derive(Debug, PartialEq, Eq, Copy, Clone)]
+pub struct WaitTimeoutResult(bool);
+
+impl WaitTimeoutResult {
+    /// True if the wait ended because the timeout elapsed.
+    #[must_use]
+    pub fn timed_out(&self) -> bool {
+        self.0
+    }
+}
+
+impl Default for Condvar {
+    fn default() -> Condvar {
+        Condvar::new()
+    }
+}
+
+impl fmt::Debug for Condvar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Condvar").finish_non_exhaustive()
+    }
+}
+
+impl Condvar {
+    /// A condition variable with no waiters.
+    #[cfg(not(loom))]
+    #[must_use]
+    pub const fn new() -> Condvar {
+        Condvar {
+            seq: Futex::new(0),
+            sleepers: AtomicU32::new(0),
+            mutex: AtomicUsize::new(0),
+            spinner: Spinner::new(),
+        }
+    }
+
+    /// A condition variable with no waiters (not `const` under loom).
+    #[cfg(loom)]
+    pub fn new() -> Condvar {
+        Condvar {
+            seq: Futex::new(0),
+            sleepers: AtomicU32::new(0),
+            mutex: AtomicUsize::new(0),
+            spinner: Spinner::new(),
+        }
+    }
+
+    /// Unlocks the guard's mutex, blocks until notified (or spuriously woken), and locks it
+    /// again. Returns the guard, as an error if the mutex was poisoned meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// If this condition variable was used with a different mutex before.
+    pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
+        self.wait_raw(guard.mutex().raw(), None);
+        poison_check(guard)
+    }
+
+    /// Waits until `condition` returns false, re-checking it under the lock after every
+    /// wakeup (so spurious wakeups are absorbed).
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Condvar::wait).
+    pub fn wait_while<'a, T: ?Sized, F>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        mut condition: F,
+    ) -> LockResult<MutexGuard<'a, T>>
+    where
+        F: FnMut(&mut T) -> bool,
+    {
+        while condition(&mut *guard) {
+            guard = self.wait(guard)?;
+        }
+        Ok(guard)
+    }
+
+    /// As [`wait`](Condvar::wait), giving up after about `timeout`. The result says whether
+    /// the time ran out (a notify may still have arrived meanwhile: check the condition).
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Condvar::wait).
+    pub fn wait_timeout<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        timeout: Duration,
+    ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
+        let timed_out = self.wait_raw(guard.mutex().raw(), Some(Deadline::after(timeout)));
+        match poison_check(guard) {
+            Ok(guard) => Ok((guard, WaitTimeoutResult(timed_out))),
+            Err(poisoned) => Err(PoisonError::new((
+                poisoned.into_inner(),
+                WaitTimeoutResult(timed_out),
+            ))),
+        }
+    }
+
+    /// Waits until `condition` returns false or `timeout` has passed in all, recomputing the
+    /// time left after every wakeup. The result's `timed_out()` is true if the condition still
+    /// held when the time ran out.
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Condvar::wait).
+    pub fn wait_timeout_while<'a, T: ?Sized, F>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        timeout: Duration,
+        mut condition: F,
+    ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)>
+    where
+        F: FnMut(&mut T) -> bool,
+    {
+        let start = Instant::now();
+        loop {
+            if !condition(&mut *guard) {
+                return Ok((guard, WaitTimeoutResult(false)));
+            }
+            let Some(left) = timeout.checked_sub(start.elapsed()) else {
+                return Ok((guard, WaitTimeoutResult(true)));
+            };
+            guard = match self.wait_timeout(guard, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => {
+                    let (guard, result) = poisoned.into_inner();
+                    return Err(PoisonError::new((guard, result)));
+                }
+            };
+        }
+    }
+
+    /// Wakes one waiter, if any. A notify with nobody waiting is not remembered.
+    pub fn notify_one(&self) {
+        self.seq.fetch_add(1, Ordering::Release);
+        if self.anyone_asleep() {
+            let _ = self.seq.wake(1);
+        }
+    }
+
+    /// Wakes all waiters: one now, the others one per unlock of their mutex (they are moved
+    /// onto it, not woken to fight over it).
+    pub fn notify_all(&self) {
+        let seq = self.seq.fetch_add(1, Ordering::Release).wrapping_add(1);
+        if !self.anyone_asleep() {
+            return;
+        }
+        let sleepers = self.sleepers.load(Ordering::Relaxed);
+        let mutex = self.mutex.load(Ordering::Relaxed) as *const Futex;
+        if sleepers > 1 && !mutex.is_null() {
+            // On ValueChanged (another notify moved the value) or a refusal, wake everyone.
+            if self
+                .seq
+                .cmp_requeue_at(seq, 1, mutex, i32::MAX as u32)
+                .is_ok()
+            {
+                return;
+            }
+        }
+        let _ = self.seq.wake(u32::MAX);
+    }
+
+    /// Whether a waiter may be asleep, after this thread bumped `seq`. The fence pairs with
+    /// the one in `wait_raw` (store `sleepers`, fence, load `seq`): of two threads that each
+    /// store and then load the other's variable behind a SeqCst fence, at least one sees the
+    /// other's store. So either this sees the sleeper, or the sleeper sees the bump and does not
+    /// sleep.
+    fn anyone_asleep(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.sleepers.load(Ordering::Relaxed) > 0
+    }
+
+    /// Binds this condition variable to `raw`'s word, or panics if bound to another mutex.
+    fn bind(&self, raw: &RawMutex) {
+        let addr = raw.futex() as *const Futex as usize;
+        match self
+            .mutex
+            .compare_exchange(0, addr, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => {}
+            Err(bound) if bound == addr => {}
+            Err(_) => panic!("attempted to use a condition variable with two mutexes"),
+        }
+    }
+
+    /// The wait itself, with `raw` locked by the caller on entry and on return. Returns
+    /// whether the deadline passed.
+    fn wait_raw(&self, raw: &RawMutex, deadline: Option<Deadline>) -> bool {
+        self.bind(raw);
+        let seq = self.seq.load(Ordering::Relaxed);
+        // SAFETY: the caller's guard proves this thread owns `raw`; it is relocked below
+        // before the guard is used again.
+        unsafe { raw.unlock() };
+        let notified = || self.seq.load(Ordering::Acquire) != seq;
+        if self.spinner.spin_until(notified) {
+            raw.lock();
+            return false;
+        }
+        self.sleepers.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let result = if self.seq.load(Ordering::Relaxed) == seq {
+            self.seq.wait(seq, deadline)
+        } else {
+            Err(Error::ValueChanged)
+        };
+        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        match result {
+            // Never slept: cannot have been moved.
+            Err(Error::ValueChanged) => {
+                raw.lock();
+                false
+            }
+            Err(Error::TimedOut) => {
+                raw.lock_after_requeue();
+                true
+            }
+            _ => {
+                raw.lock_after_requeue();
+                false
+            }
+        }
+    }
+}
+
+fn poison_check<T: ?Sized>(guard: MutexGuard<'_, T>) -> LockResult<MutexGuard<'_, T>> {
+    if guard.mutex().is_poisoned() {
+        Err(PoisonError::new(guard))
+    } else {
+        Ok(guard)
+    }
+}
