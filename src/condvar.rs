@@ -261,6 +261,7 @@ impl Condvar {
         // before the guard is used again.
         unsafe { raw.unlock() };
         let notified = || self.seq.load(Ordering::Acquire) != seq;
+        let start = Instant::now();
         if self.spinner.spin_until(notified) {
             raw.lock();
             return false;
@@ -273,6 +274,10 @@ impl Condvar {
             Err(Error::ValueChanged)
         };
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        if result.is_ok() {
+            // A notify that came soon after the spin gave up teaches the spinner to wait longer.
+            self.spinner.record_sleep(start.elapsed());
+        }
         match result {
             // Never slept: cannot have been moved.
             Err(Error::ValueChanged) => {

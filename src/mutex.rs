@@ -290,10 +290,11 @@ impl RawMutex {
             if self.unregister() {
                 return true;
             }
-            // Woken: the lock was just released, and the owner may take it back at once; give
-            // it a chance to come free before sleeping again (as std does), which also spares
-            // the owner a wake syscall per round.
-            self.spin_while_owner_runs();
+            // Woken: the waker releases the lock right after its wake call, and may take it
+            // back at once; give it a chance to come free before sleeping again (as std does),
+            // even with others parked: going back to sleep here costs the waker another wake.
+            self.spinner
+                .spin_until(|| self.state.load(Ordering::Relaxed) & LOCKED == 0);
         }
     }
 
@@ -326,6 +327,15 @@ impl RawMutex {
         loop {
             let waiters = parked(state);
             let maybe_requeued = state & REQUEUED != 0;
+            if waiters == 0 && maybe_requeued && state & WAKING == 0 {
+                // Only moved sleepers may be queued: release and wake one in one call. The one
+                // woken re-marks REQUEUED when it takes the lock, so the chain goes on; if
+                // nobody was queued, none is left (moved sleepers are always queued).
+                let _ = self
+                    .state
+                    .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
+                return;
+            }
             if (waiters == 0 && !maybe_requeued) || state & WAKING != 0 {
                 // Nobody to wake, or a woken waiter is on its way: just release. With nobody
                 // parked a stale hand-off request is dropped.

@@ -14,7 +14,8 @@
 //!   enough;
 //! * **skipped** when it cannot pay: one usable CPU, or more runnable threads than CPUs
 //!   (`/proc/loadavg`, sampled at most every 10 ms), or already [`max_spinners`] threads
-//!   spinning on the same primitive (the rest sleep: spinning crowds do not make progress);
+//!   spinning on the same primitive, or [`max_spinners_in_process`] on any (the rest sleep:
+//!   spinning crowds do not make progress, and take the CPUs of the threads they wait for);
 //! * made of `spin_loop` hints only, checking the condition after 1, 2, 4, ... 32 hints
 //!   (exponential backoff: each check steals the watched cache line from its writer); no
 //!   `sched_yield` storms;
@@ -112,8 +113,15 @@ impl Spinner {
         if budget == 0 {
             return false;
         }
+        // Spinners across all primitives share the CPUs too: at most half of them spin at
+        // once, or a lock holder and a notifier find their CPUs taken by waiters.
+        if SPINNING_IN_PROCESS.fetch_add(1, Ordering::Relaxed) >= max_spinners_in_process() {
+            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
         if self.spinning.fetch_add(1, Ordering::Relaxed) >= max_spinners() {
             self.spinning.fetch_sub(1, Ordering::Relaxed);
+            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
             return false;
         }
         let ns_per_iter = ns_per_spin_iteration();
@@ -136,6 +144,7 @@ impl Spinner {
             }
         }
         self.spinning.fetch_sub(1, Ordering::Relaxed);
+        SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
         held
     }
 
@@ -150,9 +159,17 @@ impl Spinner {
     }
 }
 
+/// Threads spinning now in this process, on any primitive.
+static SPINNING_IN_PROCESS: AtomicU32 = AtomicU32::new(0);
+
 /// How many threads may spin on one primitive at once: half the usable CPUs, 1 to 4.
 pub fn max_spinners() -> u32 {
     (crate::capabilities().usable_cpus() / 2).clamp(1, 4) as u32
+}
+
+/// How many threads may spin at once in the whole process: half the usable CPUs, at least 1.
+pub fn max_spinners_in_process() -> u32 {
+    (crate::capabilities().usable_cpus() / 2).max(1) as u32
 }
 
 /// False when spinning cannot pay: one usable CPU, or more runnable threads than CPUs.

@@ -1,0 +1,336 @@
+//! Condvar workloads shared by `benches/condvar.rs` and `examples/condvar.rs`: futexkit's
+//! Mutex + Condvar, std's and parking_lot's, through one small adapter so every workload is
+//! written once.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A Mutex + Condvar family.
+pub trait Backend: 'static {
+    const NAME: &'static str;
+    type M<T: Send + 'static>: Send + Sync;
+    type C: Send + Sync;
+    fn mutex<T: Send + 'static>(value: T) -> Self::M<T>;
+    fn condvar() -> Self::C;
+    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R;
+    /// Waits on `c` while `wait` holds, then runs `then` under the same lock.
+    fn wait_while<T: Send + 'static, R>(
+        m: &Self::M<T>,
+        c: &Self::C,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R;
+    fn notify_one(c: &Self::C);
+    fn notify_all(c: &Self::C);
+}
+
+pub struct Futexkit;
+pub struct Std;
+pub struct ParkingLot;
+
+impl Backend for Futexkit {
+    const NAME: &'static str = "futexkit";
+    type M<T: Send + 'static> = futexkit::Mutex<T>;
+    type C = futexkit::Condvar;
+    fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
+        futexkit::Mutex::new(value)
+    }
+    fn condvar() -> Self::C {
+        futexkit::Condvar::new()
+    }
+    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut m.lock().unwrap())
+    }
+    fn wait_while<T: Send + 'static, R>(
+        m: &Self::M<T>,
+        c: &Self::C,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
+    }
+    fn notify_one(c: &Self::C) {
+        c.notify_one();
+    }
+    fn notify_all(c: &Self::C) {
+        c.notify_all();
+    }
+}
+
+impl Backend for Std {
+    const NAME: &'static str = "std";
+    type M<T: Send + 'static> = std::sync::Mutex<T>;
+    type C = std::sync::Condvar;
+    fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
+        std::sync::Mutex::new(value)
+    }
+    fn condvar() -> Self::C {
+        std::sync::Condvar::new()
+    }
+    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut m.lock().unwrap())
+    }
+    fn wait_while<T: Send + 'static, R>(
+        m: &Self::M<T>,
+        c: &Self::C,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
+    }
+    fn notify_one(c: &Self::C) {
+        c.notify_one();
+    }
+    fn notify_all(c: &Self::C) {
+        c.notify_all();
+    }
+}
+
+impl Backend for ParkingLot {
+    const NAME: &'static str = "parking_lot";
+    type M<T: Send + 'static> = parking_lot::Mutex<T>;
+    type C = parking_lot::Condvar;
+    fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
+        parking_lot::Mutex::new(value)
+    }
+    fn condvar() -> Self::C {
+        parking_lot::Condvar::new()
+    }
+    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut m.lock())
+    }
+    fn wait_while<T: Send + 'static, R>(
+        m: &Self::M<T>,
+        c: &Self::C,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        let mut guard = m.lock();
+        c.wait_while(&mut guard, wait);
+        then(&mut guard)
+    }
+    fn notify_one(c: &Self::C) {
+        c.notify_one();
+    }
+    fn notify_all(c: &Self::C) {
+        c.notify_all();
+    }
+}
+
+/// Producer/consumer ping-pong: two threads pass a turn through one Mutex + Condvar. Returns
+/// the total time of `rounds` round trips.
+pub fn ping_pong<B: Backend>(rounds: u64) -> Duration {
+    let shared = Arc::new((B::mutex(0u64), B::condvar()));
+    let partner = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            let (m, c) = &*shared;
+            for i in 0..rounds {
+                // Wait for the odd value 2i+1, answer with the even 2i+2.
+                B::wait_while(m, c, |v| *v != 2 * i + 1, |v| *v += 1);
+                B::notify_one(c);
+            }
+        })
+    };
+    let (m, c) = &*shared;
+    let start = Instant::now();
+    for i in 0..rounds {
+        B::with(m, |v| *v += 1);
+        B::notify_one(c);
+        B::wait_while(m, c, |v| *v != 2 * i + 2, |_| ());
+    }
+    let elapsed = start.elapsed();
+    partner.join().unwrap();
+    elapsed
+}
+
+/// Voluntary context switches of this process so far (`getrusage`).
+pub fn voluntary_switches() -> u64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_nvcsw as u64
+}
+
+/// Result of a broadcast run.
+#[derive(Debug, Clone, Copy)]
+pub struct Broadcast {
+    /// Median time from `notify_all` until the last waiter ran.
+    pub all_ran: Duration,
+    /// Voluntary context switches per broadcast (the whole process).
+    pub switches: f64,
+}
+
+/// `notify_all` to `waiters` sleeping threads, `rounds` times: the time until every waiter has
+/// run with the lock, and the context switches it took.
+pub fn broadcast<B: Backend>(waiters: usize, rounds: usize) -> Broadcast {
+    let shared = Arc::new((B::mutex((0usize, 0usize)), B::condvar()));
+    let base = Instant::now();
+    let last_ran = Arc::new(AtomicU64::new(0));
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..waiters)
+        .map(|_| {
+            let (shared, last_ran, arrived) = (
+                Arc::clone(&shared),
+                Arc::clone(&last_ran),
+                Arc::clone(&arrived),
+            );
+            std::thread::spawn(move || {
+                let (m, c) = &*shared;
+                for round in 1..=rounds {
+                    // (generation, waiting): count in as waiting, then wait for the round.
+                    B::with(m, |s| s.1 += 1);
+                    B::wait_while(m, c, |s| s.0 < round, |_| ());
+                    last_ran.fetch_max(base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    arrived.fetch_add(1, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    let (m, c) = &*shared;
+    let mut times = Vec::with_capacity(rounds);
+    let mut switches = 0;
+    for round in 1..=rounds {
+        // Everyone waiting, and given time to fall asleep (past any spinning).
+        while B::with(m, |s| s.1) < waiters * round {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        let before = voluntary_switches();
+        let start = base.elapsed().as_nanos() as u64;
+        B::with(m, |s| s.0 = round);
+        B::notify_all(c);
+        while arrived.load(Ordering::Acquire) < waiters * round {
+            std::thread::yield_now();
+        }
+        switches += voluntary_switches() - before;
+        times.push(Duration::from_nanos(
+            last_ran.load(Ordering::Relaxed).saturating_sub(start),
+        ));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    times.sort();
+    Broadcast {
+        all_ran: times[times.len() / 2],
+        switches: switches as f64 / rounds as f64,
+    }
+}
+
+/// A bounded queue (Mutex + two Condvars), `pairs` producers and `pairs` consumers moving
+/// `items` items in all; returns the wall time.
+pub fn bounded_queue<B: Backend>(pairs: usize, items: usize, capacity: usize) -> Duration {
+    struct Queue<B: Backend> {
+        items: B::M<VecDeque<usize>>,
+        not_empty: B::C,
+        not_full: B::C,
+    }
+    let q = Arc::new(Queue::<B> {
+        items: B::mutex(VecDeque::with_capacity(capacity)),
+        not_empty: B::condvar(),
+        not_full: B::condvar(),
+    });
+    let per_producer = items / pairs;
+    let start = Instant::now();
+    let producers: Vec<_> = (0..pairs)
+        .map(|_| {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                for n in 0..per_producer {
+                    B::wait_while(
+                        &q.items,
+                        &q.not_full,
+                        |i| i.len() >= capacity,
+                        |i| i.push_back(n),
+                    );
+                    B::notify_one(&q.not_empty);
+                }
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..pairs)
+        .map(|_| {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                for _ in 0..per_producer {
+                    B::wait_while(&q.items, &q.not_empty, |i| i.is_empty(), |i| i.pop_front());
+                    B::notify_one(&q.not_full);
+                }
+            })
+        })
+        .collect();
+    for t in producers.into_iter().chain(consumers) {
+        t.join().unwrap();
+    }
+    start.elapsed()
+}
+
+/// hackbench-style: `groups` groups of 20 senders and 20 receivers; every sender sends `loops`
+/// messages to every receiver of its group, through one bounded queue (Mutex + two Condvars)
+/// per receiver. Returns the wall time.
+pub fn hackbench<B: Backend>(groups: usize, loops: usize) -> Duration {
+    const FDS: usize = 20;
+    const CAPACITY: usize = 64;
+    struct Inbox<B: Backend> {
+        queue: B::M<VecDeque<u32>>,
+        not_empty: B::C,
+        not_full: B::C,
+    }
+    let barrier = Arc::new(std::sync::Barrier::new(groups * FDS * 2 + 1));
+    let mut threads = Vec::new();
+    for _ in 0..groups {
+        let inboxes: Arc<Vec<Inbox<B>>> = Arc::new(
+            (0..FDS)
+                .map(|_| Inbox::<B> {
+                    queue: B::mutex(VecDeque::with_capacity(CAPACITY)),
+                    not_empty: B::condvar(),
+                    not_full: B::condvar(),
+                })
+                .collect(),
+        );
+        for r in 0..FDS {
+            let (inboxes, barrier) = (Arc::clone(&inboxes), Arc::clone(&barrier));
+            threads.push(std::thread::spawn(move || {
+                barrier.wait();
+                let inbox = &inboxes[r];
+                for _ in 0..FDS * loops {
+                    B::wait_while(
+                        &inbox.queue,
+                        &inbox.not_empty,
+                        |q| q.is_empty(),
+                        |q| q.pop_front(),
+                    );
+                    B::notify_one(&inbox.not_full);
+                }
+            }));
+        }
+        for s in 0..FDS {
+            let (inboxes, barrier) = (Arc::clone(&inboxes), Arc::clone(&barrier));
+            threads.push(std::thread::spawn(move || {
+                barrier.wait();
+                for i in 0..loops {
+                    for inbox in inboxes.iter() {
+                        B::wait_while(
+                            &inbox.queue,
+                            &inbox.not_full,
+                            |q| q.len() >= CAPACITY,
+                            |q| q.push_back((s * loops + i) as u32),
+                        );
+                        B::notify_one(&inbox.not_empty);
+                    }
+                }
+            }));
+        }
+    }
+    barrier.wait();
+    let start = Instant::now();
+    for t in threads {
+        t.join().unwrap();
+    }
+    start.elapsed()
+}
