@@ -57,7 +57,7 @@ use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
-use crate::futex::{Deadline, Futex, WakeOpKind};
+use crate::futex::{Deadline, Error, Futex, WakeOpKind};
 use crate::spin::Spinner;
 
 const LOCKED: u32 = 1;
@@ -284,9 +284,20 @@ impl RawMutex {
                 continue;
             }
             first_sleep.get_or_insert_with(Instant::now);
-            // Any outcome (woken, value changed, timed out, spurious) goes through the same
+            let mut expected = registered;
+            // Other waiters registering change the word too: while the lock stays held (and
+            // not handed over), sleep again on the new value instead of unregistering and
+            // registering anew, which would change the word under yet others (a cascade of
+            // failed waits). A value that could have been registered is as safe to sleep on.
+            while let Err(Error::ValueChanged) = self.state.wait(expected, deadline) {
+                let now = self.state.load(Ordering::Relaxed);
+                if now & LOCKED == 0 || now & HANDED != 0 {
+                    break;
+                }
+                expected = now;
+            }
+            // Any other outcome (woken, timed out, spurious) goes through the same
             // unregistering, which claims a hand-off meant for us.
-            let _ = self.state.wait(registered, deadline);
             if self.unregister() {
                 return true;
             }
