@@ -9,6 +9,8 @@
 //! * [`Mutex`]: a drop-in for `std::sync::Mutex` (same API, std's own result types, poisoning),
 //!   adaptive underneath: one CAS to lock and to unlock, a learned bounded spin, exact wakes,
 //!   and a 1 ms starvation bound.
+//! * [`Condvar`]: a drop-in for `std::sync::Condvar` whose `notify_all` wakes one waiter and
+//!   requeues the rest onto the mutex, and whose notifies make no syscall when nobody sleeps.
 //! * [`spin`]: the one spin policy every primitive shares.
 //!
 //! The kernel is probed once, at first use; `FUTEXKIT_DISABLE=swap,spin,...` forces
