@@ -286,7 +286,9 @@ impl Condvar {
             }
             Err(Error::TimedOut) => {
                 raw.lock_after_requeue();
-                true
+                // A waiter moved onto a busy mutex can time out there after its notify came:
+                // report a notify that came as such, as std would.
+                self.seq.load(Ordering::Relaxed) == seq
             }
             _ => {
                 raw.lock_after_requeue();

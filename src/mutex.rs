@@ -100,6 +100,13 @@ pub struct RawMutex {
     next_hand_off_ms: AtomicU32,
 }
 
+/// Whether a hand-off whose earliest time is `due` may happen at `now` (milliseconds of
+/// [`clock_ms`], which wraps every 49.7 days). `due` is set at most `limit_ms` ahead, so a
+/// `due` further "ahead" is a stale time from before a wrap: due.
+fn hand_off_due_at(now: u32, due: u32, limit_ms: u32) -> bool {
+    now.wrapping_sub(due) as i32 >= 0 || due.wrapping_sub(now) > limit_ms
+}
+
 /// Milliseconds since the first call in this process: the coarse clock of hand-off rate limits.
 fn clock_ms() -> u32 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -298,7 +305,7 @@ impl RawMutex {
             }
             // Any other outcome (woken, timed out, spurious) goes through the same
             // unregistering, which claims a hand-off meant for us.
-            if self.unregister() {
+            if self.unregister(expected & REQUEUED != 0) {
                 return true;
             }
             // Woken: the waker releases the lock right after its wake call, and may take it
@@ -310,13 +317,19 @@ impl RawMutex {
     }
 
     /// Leaves the parked count; if the lock was handed over, claims it (returns true).
-    fn unregister(&self) -> bool {
+    ///
+    /// `slept_on_requeued`: the value this waiter last slept on had `REQUEUED`. An unlock that
+    /// saw only moved sleepers releases, clears `REQUEUED` and wakes one in one call, counting
+    /// on the woken to re-mark it; a registered waiter queued ahead of them (a higher-priority
+    /// thread that registered meanwhile) may be the one woken instead, so it re-marks it.
+    fn unregister(&self, slept_on_requeued: bool) -> bool {
+        let remark = if slept_on_requeued { REQUEUED } else { 0 };
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let (next, claimed) = if state & HANDED != 0 {
-                ((state - ONE_PARKED) & !(HANDED | WAKING), true)
+                (((state - ONE_PARKED) & !(HANDED | WAKING)) | remark, true)
             } else {
-                ((state - ONE_PARKED) & !WAKING, false)
+                (((state - ONE_PARKED) & !WAKING) | remark, false)
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -340,8 +353,10 @@ impl RawMutex {
             let maybe_requeued = state & REQUEUED != 0;
             if waiters == 0 && maybe_requeued && state & WAKING == 0 {
                 // Only moved sleepers may be queued: release and wake one in one call. The one
-                // woken re-marks REQUEUED when it takes the lock, so the chain goes on; if
-                // nobody was queued, none is left (moved sleepers are always queued).
+                // woken re-marks REQUEUED when it takes the lock (a moved sleeper through
+                // `lock_after_requeue`, a registered one through `unregister`), so the chain
+                // goes on; if nobody was queued, none is left (moved sleepers are always
+                // queued).
                 let _ = self
                     .state
                     .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
@@ -433,8 +448,9 @@ impl RawMutex {
         let due = self
             .next_hand_off_ms
             .load(core::sync::atomic::Ordering::Relaxed);
-        if now.wrapping_sub(due) as i32 >= 0 {
-            let next = now.wrapping_add(STARVATION_LIMIT.as_millis() as u32);
+        let limit_ms = STARVATION_LIMIT.as_millis() as u32;
+        if hand_off_due_at(now, due, limit_ms) {
+            let next = now.wrapping_add(limit_ms);
             self.next_hand_off_ms
                 .store(next, core::sync::atomic::Ordering::Relaxed);
             true
@@ -793,5 +809,23 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         (**self).fmt(f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::hand_off_due_at;
+
+    #[test]
+    fn hand_off_rate_limit_survives_clock_wrap() {
+        assert!(hand_off_due_at(0, 0, 1));
+        assert!(!hand_off_due_at(10, 11, 1), "due 1 ms from now");
+        assert!(hand_off_due_at(11, 11, 1));
+        // A mutex untouched for more than 2^31 ms (24.8 days): due, not "in the future".
+        assert!(hand_off_due_at(0x8000_0001, 0, 1));
+        assert!(hand_off_due_at(0xFFFF_FFF0, 0, 1));
+        // Across the wrap itself: 0 is 1 ms after 0xFFFF_FFFF.
+        assert!(!hand_off_due_at(0xFFFF_FFFF, 0, 1));
+        assert!(hand_off_due_at(0, 0xFFFF_FFFF, 1));
     }
 }

@@ -242,10 +242,15 @@ fn notify_all_without_the_lock_held_and_with_the_lock_held() {
 fn notify_one_wakes_exactly_one() {
     let state = Arc::new((Mutex::new(0u32), Condvar::new()));
     let woken = Arc::new(AtomicUsize::new(0));
+    let first_woken = Arc::new(AtomicUsize::new(0));
     let mut tids = Vec::new();
     let waiters: Vec<_> = (0..2)
         .map(|_| {
-            let (state, woken) = (Arc::clone(&state), Arc::clone(&woken));
+            let (state, woken, first_woken) = (
+                Arc::clone(&state),
+                Arc::clone(&woken),
+                Arc::clone(&first_woken),
+            );
             let (tx, rx) = std::sync::mpsc::channel();
             let handle = thread::spawn(move || {
                 let (lock, cv) = &*state;
@@ -254,6 +259,12 @@ fn notify_one_wakes_exactly_one() {
                 // Consumes one token per wakeup that finds one.
                 let mut g = cv.wait_while(g, |tokens| *tokens == 0).unwrap();
                 *g -= 1;
+                let _ = first_woken.compare_exchange(
+                    0,
+                    gettid() as usize,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
                 woken.fetch_add(1, Ordering::SeqCst);
             });
             let tid = rx.recv().unwrap();
@@ -268,8 +279,9 @@ fn notify_one_wakes_exactly_one() {
         thread::yield_now();
     }
     // The other one is still asleep in the kernel, and has not run.
-    let still_waiting = waiters.iter().position(|w| !w.is_finished()).unwrap();
-    wait_until_blocked(tids[still_waiting]);
+    let first = first_woken.load(Ordering::SeqCst) as u32;
+    let still_waiting = tids.iter().copied().find(|&tid| tid != first).unwrap();
+    wait_until_blocked(still_waiting);
     assert_eq!(woken.load(Ordering::SeqCst), 1);
     *state.0.lock().unwrap() += 1;
     state.1.notify_one();
@@ -427,4 +439,36 @@ fn debug_default_and_wait_timeout_result() {
     );
     static STATIC_CV: Condvar = Condvar::new();
     STATIC_CV.notify_all();
+}
+
+/// Waiters moved onto a mutex that stays held past their deadline still report the notify
+/// that came in time (std would: the notify reached them before the timeout).
+#[test]
+fn a_notify_in_time_is_not_reported_as_a_timeout_after_a_requeue() {
+    let state = Arc::new((Mutex::new(false), Condvar::new()));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let state = Arc::clone(&state);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let handle = thread::spawn(move || {
+                let (lock, cv) = &*state;
+                let g = lock.lock().unwrap();
+                tx.send(gettid()).unwrap();
+                let (g, result) = cv.wait_timeout(g, Duration::from_secs(1)).unwrap();
+                (*g, result.timed_out())
+            });
+            wait_until_blocked(rx.recv().unwrap());
+            handle
+        })
+        .collect();
+    let (lock, cv) = &*state;
+    let mut g = lock.lock().unwrap();
+    *g = true;
+    // Wakes one and moves two onto the mutex, then keeps it past their deadline.
+    cv.notify_all();
+    thread::sleep(Duration::from_millis(1500));
+    drop(g);
+    for w in waiters {
+        assert_eq!(w.join().unwrap(), (true, false));
+    }
 }

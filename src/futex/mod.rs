@@ -528,7 +528,9 @@ impl<S: Scope> Futex<S> {
     ///
     /// This closes the window between "change the word" and "wake" that a separate store and
     /// wake leave open, without touching the word after the call (the kernel writes it once,
-    /// before waking).
+    /// before waking). If the word held 0 before the change, the kernel may wake one waiter
+    /// more than `n` (its second wake of `FUTEX_WAKE_OP`, which checks its count only after
+    /// waking one).
     ///
     /// ```
     /// use std::sync::atomic::Ordering;
@@ -544,7 +546,8 @@ impl<S: Scope> Futex<S> {
     /// [`Error::InvalidArgument`] if `arg` is 2048 or more (the kernel's operand is a signed
     /// 12-bit field).
     pub fn update_and_wake(&self, kind: WakeOpKind, arg: u32, n: u32) -> Result<usize, Error> {
-        // Validates `arg`; the comparison is irrelevant as no second wake is asked for.
+        // Validates `arg`. The kernel's second wake wakes one even for a count of 0 when its
+        // comparison holds, so the comparison is `old == 0`: documented below.
         let operation = WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?;
         let n = n.min(i32::MAX as u32);
         #[cfg(loom)]
