@@ -189,20 +189,14 @@ impl Condvar {
             let Some(left) = timeout.checked_sub(start.elapsed()) else {
                 return Ok((guard, WaitTimeoutResult(true)));
             };
-            guard = match self.wait_timeout(guard, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => {
-                    let (guard, result) = poisoned.into_inner();
-                    return Err(PoisonError::new((guard, result)));
-                }
-            };
+            guard = self.wait_timeout(guard, left)?.0;
         }
     }
 
     /// Wakes one waiter, if any. A notify with nobody waiting is not remembered.
     pub fn notify_one(&self) {
         self.seq.fetch_add(1, Ordering::Release);
-        if self.anyone_asleep() {
+        if self.sleepers_after_notify() > 0 {
             let _ = self.seq.wake(1);
         }
     }
@@ -211,10 +205,10 @@ impl Condvar {
     /// onto it, not woken to fight over it).
     pub fn notify_all(&self) {
         let seq = self.seq.fetch_add(1, Ordering::Release).wrapping_add(1);
-        if !self.anyone_asleep() {
+        let sleepers = self.sleepers_after_notify();
+        if sleepers == 0 {
             return;
         }
-        let sleepers = self.sleepers.load(Ordering::Relaxed);
         let mutex = self.mutex.load(Ordering::Relaxed) as *const Futex;
         if sleepers > 1 && !mutex.is_null() {
             // On ValueChanged (another notify moved the value) or a refusal, wake everyone.
@@ -229,14 +223,14 @@ impl Condvar {
         let _ = self.seq.wake(u32::MAX);
     }
 
-    /// Whether a waiter may be asleep, after this thread bumped `seq`. The fence pairs with
+    /// How many waiters may be asleep, after this thread bumped `seq`. The fence pairs with
     /// the one in `wait_raw` (store `sleepers`, fence, load `seq`): of two threads that each
     /// store and then load the other's variable behind a SeqCst fence, at least one sees the
     /// other's store. So either this sees the sleeper, or the sleeper sees the bump and does not
     /// sleep.
-    fn anyone_asleep(&self) -> bool {
+    fn sleepers_after_notify(&self) -> u32 {
         fence(Ordering::SeqCst);
-        self.sleepers.load(Ordering::Relaxed) > 0
+        self.sleepers.load(Ordering::Relaxed)
     }
 
     /// Binds this condition variable to `raw`'s word, or panics if bound to another mutex.

@@ -6,7 +6,10 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::{Condvar as StdCondvar, Mutex as StdMutex};
 use std::time::{Duration, Instant};
+
+use futexkit::{Condvar as FkCondvar, Mutex as FkMutex};
 
 /// A Mutex + Condvar family.
 pub trait Backend: 'static {
@@ -31,63 +34,42 @@ pub struct Futexkit;
 pub struct Std;
 pub struct ParkingLot;
 
-impl Backend for Futexkit {
-    const NAME: &'static str = "futexkit";
-    type M<T: Send + 'static> = futexkit::Mutex<T>;
-    type C = futexkit::Condvar;
-    fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
-        futexkit::Mutex::new(value)
-    }
-    fn condvar() -> Self::C {
-        futexkit::Condvar::new()
-    }
-    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut m.lock().unwrap())
-    }
-    fn wait_while<T: Send + 'static, R>(
-        m: &Self::M<T>,
-        c: &Self::C,
-        wait: impl FnMut(&mut T) -> bool,
-        then: impl FnOnce(&mut T) -> R,
-    ) -> R {
-        then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
-    }
-    fn notify_one(c: &Self::C) {
-        c.notify_one();
-    }
-    fn notify_all(c: &Self::C) {
-        c.notify_all();
-    }
+/// futexkit and std share one API shape (futexkit is a drop-in), so one body serves both.
+macro_rules! std_shaped_backend {
+    ($backend:ident, $name:literal, $mutex:ident, $condvar:ident) => {
+        impl Backend for $backend {
+            const NAME: &'static str = $name;
+            type M<T: Send + 'static> = $mutex<T>;
+            type C = $condvar;
+            fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
+                $mutex::new(value)
+            }
+            fn condvar() -> Self::C {
+                $condvar::new()
+            }
+            fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
+                f(&mut m.lock().unwrap())
+            }
+            fn wait_while<T: Send + 'static, R>(
+                m: &Self::M<T>,
+                c: &Self::C,
+                wait: impl FnMut(&mut T) -> bool,
+                then: impl FnOnce(&mut T) -> R,
+            ) -> R {
+                then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
+            }
+            fn notify_one(c: &Self::C) {
+                c.notify_one();
+            }
+            fn notify_all(c: &Self::C) {
+                c.notify_all();
+            }
+        }
+    };
 }
 
-impl Backend for Std {
-    const NAME: &'static str = "std";
-    type M<T: Send + 'static> = std::sync::Mutex<T>;
-    type C = std::sync::Condvar;
-    fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
-        std::sync::Mutex::new(value)
-    }
-    fn condvar() -> Self::C {
-        std::sync::Condvar::new()
-    }
-    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut m.lock().unwrap())
-    }
-    fn wait_while<T: Send + 'static, R>(
-        m: &Self::M<T>,
-        c: &Self::C,
-        wait: impl FnMut(&mut T) -> bool,
-        then: impl FnOnce(&mut T) -> R,
-    ) -> R {
-        then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
-    }
-    fn notify_one(c: &Self::C) {
-        c.notify_one();
-    }
-    fn notify_all(c: &Self::C) {
-        c.notify_all();
-    }
-}
+std_shaped_backend!(Futexkit, "futexkit", FkMutex, FkCondvar);
+std_shaped_backend!(Std, "std", StdMutex, StdCondvar);
 
 impl Backend for ParkingLot {
     const NAME: &'static str = "parking_lot";

@@ -251,16 +251,26 @@ struct FutexTurns {
     turn: CachePadded<Futex>,
 }
 
+/// Waits on a turn word until it is `side`'s turn (raw FUTEX_WAIT).
+fn wait_turn_on(turn: &Futex, side: usize) {
+    let other = 1 - side as u32;
+    while turn.load(Ordering::Acquire) == other {
+        let _ = turn.wait(other, None);
+    }
+}
+
+/// Gives a turn word to the other side and wakes it (raw FUTEX_WAKE).
+fn pass_turn_on(turn: &Futex, side: usize) {
+    turn.store(1 - side as u32, Ordering::Release);
+    let _ = turn.wake(1);
+}
+
 impl Turns for FutexTurns {
     fn wait_turn(&self, side: usize) {
-        let other = 1 - side as u32;
-        while self.turn.load(Ordering::Acquire) == other {
-            let _ = self.turn.wait(other, None);
-        }
+        wait_turn_on(&self.turn, side);
     }
     fn pass_turn(&self, side: usize) {
-        self.turn.store(1 - side as u32, Ordering::Release);
-        let _ = self.turn.wake(1);
+        pass_turn_on(&self.turn, side);
     }
 }
 
@@ -272,14 +282,10 @@ struct SwapTurns {
 
 impl Turns for SwapTurns {
     fn wait_turn(&self, side: usize) {
-        let other = 1 - side as u32;
-        while self.turn.load(Ordering::Acquire) == other {
-            let _ = self.turn.wait(other, None);
-        }
+        wait_turn_on(&self.turn, side);
     }
     fn pass_turn(&self, side: usize) {
-        self.turn.store(1 - side as u32, Ordering::Release);
-        let _ = self.turn.wake(1);
+        pass_turn_on(&self.turn, side);
     }
     fn pass_and_wait(&self, side: usize) {
         let other = 1 - side as u32;
