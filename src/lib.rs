@@ -11,6 +11,8 @@
 //!   and a 1 ms starvation bound.
 //! * [`Condvar`]: a drop-in for `std::sync::Condvar` whose `notify_all` wakes one waiter and
 //!   requeues the rest onto the mutex, and whose notifies make no syscall when nobody sleeps.
+//! * [`flipcall`]: synchronous request/response over shared memory, in one process or across
+//!   processes, with timeouts, shutdown and peer-death detection.
 //! * [`spin`]: the one spin policy every primitive shares.
 //!
 //! The kernel is probed once, at first use; `FUTEXKIT_DISABLE=swap,spin,...` forces
@@ -42,6 +44,7 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 pub mod condvar;
+pub mod flipcall;
 pub mod futex;
 #[cfg(loom)]
 mod loom;

@@ -249,3 +249,130 @@ pub(crate) fn rseq_slice_extension_get() -> Result<usize, Errno> {
     };
     check(ret as libc::c_long)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shared memory and peer processes, for FlipCall's packet windows.
+
+/// A new memfd of `len` bytes that accepts seals, closed on exec (a child that should inherit it
+/// gets a [`dup_inheritable`] copy).
+pub(crate) fn memfd_sized(name: &str, len: u64) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::MemfdFlags;
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::ftruncate(&fd, len)?;
+    Ok(fd)
+}
+
+/// Seals `fd` against shrinking and growing, and against further sealing.
+pub(crate) fn seal_size(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use rustix::fs::SealFlags;
+    rustix::fs::fcntl_add_seals(fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    Ok(())
+}
+
+/// Whether `fd` is sealed against shrinking (`Ok(false)` also for files that take no seals).
+pub(crate) fn is_sealed_against_shrinking(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<bool> {
+    match rustix::fs::fcntl_get_seals(fd) {
+        Ok(seals) => Ok(seals.contains(rustix::fs::SealFlags::SHRINK)),
+        Err(rustix::io::Errno::INVAL) => Ok(false),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The size of the file behind `fd`.
+pub(crate) fn file_size(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u64> {
+    Ok(rustix::fs::fstat(fd)?.st_size as u64)
+}
+
+/// A copy of `fd` without close-on-exec, for a child process to inherit.
+pub(crate) fn dup_inheritable(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    // dup(2) clears FD_CLOEXEC on the new descriptor.
+    Ok(rustix::io::dup(fd)?)
+}
+
+/// Maps the first `len` bytes of `fd` shared, readable and writable.
+pub(crate) fn map_shared(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<*mut u8> {
+    use rustix::mm::{MapFlags, ProtFlags};
+    // SAFETY: a fresh mapping chosen by the kernel (null hint, no MAP_FIXED) cannot alias any
+    // memory Rust already uses; the caller owns it until `unmap`.
+    let ptr = unsafe {
+        rustix::mm::mmap(
+            ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            fd,
+            0,
+        )?
+    };
+    Ok(ptr.cast())
+}
+
+/// Unmaps a mapping made by [`map_shared`].
+///
+/// # Safety
+///
+/// `ptr` and `len` must be exactly a live mapping from [`map_shared`], and nothing may use it
+/// afterwards.
+pub(crate) unsafe fn unmap(ptr: *mut u8, len: usize) {
+    // SAFETY: the caller passes a whole mapping of ours that nothing uses any more.
+    let _ = unsafe { rustix::mm::munmap(ptr.cast(), len) };
+}
+
+/// This process's id.
+pub(crate) fn getpid() -> u32 {
+    rustix::process::getpid().as_raw_nonzero().get() as u32
+}
+
+/// A handle on process `pid` that tells whether it has exited: a pidfd (Linux 5.3+), or the pid
+/// itself on older kernels.
+#[derive(Debug)]
+pub(crate) enum ProcessWatch {
+    /// Readable once the process has exited, even while it is an unreaped zombie.
+    Pidfd(std::os::fd::OwnedFd),
+    /// `kill(pid, 0)`: cannot tell a zombie from a live process, and may be fooled by pid reuse.
+    Pid(rustix::process::Pid),
+}
+
+/// Watches process `pid`; `Ok(None)` if it no longer exists.
+pub(crate) fn watch_process(pid: u32) -> std::io::Result<Option<ProcessWatch>> {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Ok(None);
+    };
+    match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => Ok(Some(ProcessWatch::Pidfd(fd))),
+        Err(rustix::io::Errno::SRCH) => Ok(None),
+        Err(rustix::io::Errno::NOSYS) => Ok(process_exists(pid).then_some(ProcessWatch::Pid(pid))),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn process_exists(pid: rustix::process::Pid) -> bool {
+    // EPERM means it exists but belongs to someone else.
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+/// Whether the watched process has exited. Never blocks.
+pub(crate) fn has_exited(watch: &ProcessWatch) -> bool {
+    match watch {
+        ProcessWatch::Pidfd(fd) => {
+            use rustix::event::{PollFd, PollFlags};
+            let mut fds = [PollFd::new(fd, PollFlags::IN)];
+            let zero = rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        }
+        ProcessWatch::Pid(pid) => !process_exists(*pid),
+    }
+}

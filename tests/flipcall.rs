@@ -1,0 +1,657 @@
+//! FlipCall: bytes both ways at every size, shutdown at every blocking point, timeouts, roles,
+//! a lying peer, and peers in other processes (fork, exec with a passed fd, SIGKILL).
+
+mod common;
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use futexkit::flipcall::{self, Endpoint, Error, PacketWindow, Violation};
+
+/// A bound on every wait in these tests: reaching it means a hang, which is a failure.
+const HANG: Duration = Duration::from_secs(20);
+
+/// Serves until shutdown: replies with the request's bytes reversed, plus one byte (the request
+/// length mod 251) when there is room.
+fn serve_reversing(server: &mut Endpoint) -> Result<(), Error> {
+    let mut len = server.recv_first()?;
+    loop {
+        let capacity = server.capacity();
+        let data = server.data_mut();
+        data[..len].reverse();
+        let reply = if len < capacity {
+            data[len] = (len % 251) as u8;
+            len + 1
+        } else {
+            len
+        };
+        len = match server.send_recv(reply) {
+            Ok(len) => len,
+            Err(Error::Shutdown) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+    }
+}
+
+fn pattern(len: usize, seed: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + seed * 7 + 1) as u8).collect()
+}
+
+/// One call from `client`, checking the reversed reply byte for byte.
+fn checked_call(client: &mut Endpoint, len: usize, seed: usize) {
+    let sent = pattern(len, seed);
+    client.data_mut()[..len].copy_from_slice(&sent);
+    let reply_len = client.send_recv(len).unwrap();
+    let capacity = client.capacity();
+    assert_eq!(reply_len, if len < capacity { len + 1 } else { len });
+    let mut expected = sent;
+    expected.reverse();
+    assert_eq!(
+        &client.data()[..len],
+        &expected[..],
+        "payload of {len} bytes"
+    );
+    if len < capacity {
+        assert_eq!(client.data()[len], (len % 251) as u8);
+    }
+}
+
+fn exercise_every_size(mut client: Endpoint, mut server: Endpoint) {
+    let server = thread::spawn(move || serve_reversing(&mut server));
+    client.connect().unwrap();
+    let capacity = client.capacity();
+    for len in 0..=capacity {
+        checked_call(&mut client, len, len);
+    }
+    assert!(matches!(
+        client.send_recv(capacity + 1),
+        Err(Error::TooLong { len, capacity: c }) if len == capacity + 1 && c == capacity
+    ));
+    // TooLong sent nothing: the channel still works.
+    checked_call(&mut client, capacity / 2, 3);
+    drop(client);
+    server.join().unwrap().unwrap();
+}
+
+#[test]
+fn in_process_pair_carries_every_size() {
+    let (client, server) = flipcall::pair(300).unwrap();
+    exercise_every_size(client, server);
+}
+
+#[test]
+fn shared_window_carries_every_size() {
+    let window = PacketWindow::new(300).unwrap();
+    let adopted = PacketWindow::from_fd(window.fd().try_clone_to_owned().unwrap()).unwrap();
+    exercise_every_size(
+        Endpoint::client(&window).unwrap(),
+        Endpoint::server(&adopted).unwrap(),
+    );
+}
+
+#[test]
+fn large_payloads_and_zero_capacity() {
+    let (mut client, mut server) = flipcall::pair(64 * 1024).unwrap();
+    let server = thread::spawn(move || serve_reversing(&mut server));
+    client.connect().unwrap();
+    for len in [0, 1, 64, 4095, 4096, 4097, 65535, 65536] {
+        checked_call(&mut client, len, 11);
+    }
+    drop(client);
+    server.join().unwrap().unwrap();
+
+    let (mut client, mut server) = flipcall::pair(0).unwrap();
+    let server = thread::spawn(move || serve_reversing(&mut server));
+    client.connect().unwrap();
+    for _ in 0..100 {
+        assert_eq!(client.send_recv(0).unwrap(), 0);
+    }
+    assert!(matches!(client.send_recv(1), Err(Error::TooLong { .. })));
+    drop(client);
+    server.join().unwrap().unwrap();
+}
+
+#[test]
+fn many_round_trips_lose_nothing() {
+    let (mut client, mut server) = flipcall::pair(8).unwrap();
+    let server = thread::spawn(move || -> Result<u64, Error> {
+        let mut len = server.recv_first()?;
+        let mut calls = 0u64;
+        loop {
+            assert_eq!(len, 8);
+            let n = u64::from_le_bytes(server.data()[..8].try_into().unwrap());
+            server.data_mut()[..8].copy_from_slice(&(n + 1).to_le_bytes());
+            calls += 1;
+            len = match server.send_recv(8) {
+                Ok(len) => len,
+                Err(Error::Shutdown) => return Ok(calls),
+                Err(err) => return Err(err),
+            };
+        }
+    });
+    client.connect().unwrap();
+    let mut n = 0u64;
+    for _ in 0..200_000 {
+        client.data_mut()[..8].copy_from_slice(&n.to_le_bytes());
+        assert_eq!(client.send_recv(8).unwrap(), 8);
+        let next = u64::from_le_bytes(client.data()[..8].try_into().unwrap());
+        assert_eq!(next, n + 1);
+        n = next + 1;
+    }
+    drop(client);
+    assert_eq!(server.join().unwrap().unwrap(), 200_000);
+}
+
+#[test]
+fn roles_are_claimed_once_and_calls_out_of_turn_are_refused() {
+    let window = PacketWindow::new(16).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut server = Endpoint::server(&window).unwrap();
+    assert!(matches!(Endpoint::client(&window), Err(Error::RoleTaken)));
+    assert!(matches!(Endpoint::server(&window), Err(Error::RoleTaken)));
+    assert!(matches!(client.send_recv(0), Err(Error::WrongTurn)));
+    assert!(matches!(client.recv_first(), Err(Error::WrongTurn)));
+    assert!(matches!(server.connect(), Err(Error::WrongTurn)));
+    assert!(matches!(server.send_recv(0), Err(Error::WrongTurn)));
+    assert!(matches!(server.recv(), Err(Error::WrongTurn)));
+    assert!(!client.holds_turn());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.data().len()));
+    assert!(result.is_err(), "data() out of turn must panic");
+}
+
+#[test]
+fn timeouts_expire_and_the_call_can_be_resumed() {
+    let (mut client, mut server) = flipcall::pair(16).unwrap();
+    assert!(matches!(
+        client.connect_timeout(Duration::from_millis(20)),
+        Err(Error::TimedOut)
+    ));
+    assert!(matches!(
+        server.recv_first_timeout(Duration::from_millis(20)),
+        Err(Error::TimedOut)
+    ));
+    // The server is ready now: connect succeeds, and the server resumes with recv().
+    client.connect_timeout(HANG).unwrap();
+    client.data_mut()[0] = 42;
+    let (tx, rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        let len = server.recv_timeout(HANG).unwrap();
+        assert_eq!((len, server.data()[0]), (1, 42));
+        rx.recv().unwrap(); // reply only after the client's first wait timed out
+        server.data_mut()[0] = 43;
+        server.send_last(1).unwrap();
+        server
+    });
+    assert!(matches!(
+        client.send_recv_timeout(1, Duration::from_millis(20)),
+        Err(Error::TimedOut)
+    ));
+    assert!(!client.holds_turn());
+    tx.send(()).unwrap();
+    assert_eq!(client.recv_timeout(HANG).unwrap(), 1);
+    assert_eq!(client.data()[0], 43);
+    let _server = server.join().unwrap();
+}
+
+/// Runs `blocked` on a thread until it sleeps, shuts the channel down with `stop`, and checks
+/// that the blocked call returned `Shutdown`.
+fn shut_down_while_blocked<T: Send + 'static>(
+    blocked: impl FnOnce() -> Result<T, Error> + Send + 'static,
+    stop: flipcall::ShutdownHandle,
+) {
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let thread = thread::spawn(move || {
+        tid_tx.send(common::gettid()).unwrap();
+        blocked().map(drop)
+    });
+    common::wait_until_blocked(tid_rx.recv().unwrap());
+    stop.shutdown();
+    assert!(matches!(thread.join().unwrap(), Err(Error::Shutdown)));
+    assert!(stop.is_shutdown());
+}
+
+#[test]
+fn shutdown_before_connect() {
+    let (mut client, mut server) = flipcall::pair(16).unwrap();
+    client.shutdown_handle().shutdown();
+    assert!(matches!(client.connect(), Err(Error::Shutdown)));
+    assert!(matches!(server.recv_first(), Err(Error::Shutdown)));
+}
+
+#[test]
+fn shutdown_during_connect_from_either_side() {
+    for stop_from_client in [true, false] {
+        let (mut client, server) = flipcall::pair(16).unwrap();
+        let stop = if stop_from_client {
+            client.shutdown_handle()
+        } else {
+            server.shutdown_handle()
+        };
+        shut_down_while_blocked(move || client.connect(), stop);
+        drop(server);
+    }
+}
+
+#[test]
+fn shutdown_during_recv_first() {
+    let (client, mut server) = flipcall::pair(16).unwrap();
+    let stop = client.shutdown_handle();
+    shut_down_while_blocked(move || server.recv_first(), stop);
+}
+
+#[test]
+fn shutdown_during_a_clients_call() {
+    let (mut client, mut server) = flipcall::pair(16).unwrap();
+    let stop = server.shutdown_handle();
+    let (got_call_tx, got_call_rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        server.recv_first().unwrap();
+        got_call_tx.send(()).unwrap();
+        server // holds the turn and never answers
+    });
+    client.connect().unwrap();
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let caller = thread::spawn(move || {
+        tid_tx.send(common::gettid()).unwrap();
+        client.send_recv(1)
+    });
+    got_call_rx.recv().unwrap();
+    common::wait_until_blocked(tid_rx.recv().unwrap());
+    stop.shutdown();
+    assert!(matches!(caller.join().unwrap(), Err(Error::Shutdown)));
+    let mut server = server.join().unwrap();
+    assert!(matches!(server.send_recv(0), Err(Error::Shutdown)));
+}
+
+#[test]
+fn shutdown_during_a_servers_call() {
+    let (mut client, mut server) = flipcall::pair(16).unwrap();
+    let stop = client.shutdown_handle();
+    client.connect_timeout(Duration::ZERO).unwrap_err(); // server not ready yet
+    let mut blocked = move || {
+        server.recv_first()?;
+        server.send_recv(0) // the client never calls again
+    };
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let thread = thread::spawn(move || {
+        tid_tx.send(common::gettid()).unwrap();
+        blocked()
+    });
+    let tid = tid_rx.recv().unwrap();
+    client.connect_timeout(HANG).unwrap();
+    client.send_last(0).unwrap(); // the first call, no waiting for its answer
+    common::wait_until_blocked(tid);
+    // Now the server sleeps in send_recv or still in recv_first: wait until it answered.
+    let deadline = Instant::now() + HANG;
+    while client.recv_timeout(Duration::from_millis(1)).is_err() {
+        assert!(Instant::now() < deadline, "server never answered");
+    }
+    common::wait_until_blocked(tid);
+    stop.shutdown();
+    assert!(matches!(thread.join().unwrap(), Err(Error::Shutdown)));
+    assert!(matches!(client.send_recv(0), Err(Error::Shutdown)));
+}
+
+#[test]
+fn dropping_or_unwinding_an_endpoint_shuts_the_channel() {
+    let (mut client, server) = flipcall::pair(16).unwrap();
+    let stop = client.shutdown_handle();
+    let unwinder = thread::spawn(move || {
+        let _server = server;
+        panic!("server thread unwinds");
+    });
+    assert!(unwinder.join().is_err());
+    assert!(matches!(client.connect(), Err(Error::Shutdown)));
+    assert!(stop.is_shutdown());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A lying peer: the test plays the peer by writing into the window's header directly.
+
+const STATE_OFFSET: usize = 64;
+const LEN_OFFSET: usize = 68;
+
+/// A second, raw mapping of the window, to scribble on as a malicious peer would.
+struct Scribbler {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Scribbler {
+    fn new(window: &PacketWindow) -> Scribbler {
+        let len = 128 + window.capacity();
+        // SAFETY: a fresh shared mapping of the window's memfd; this test only touches it
+        // through atomics and unmaps it in Drop.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                window.fd(),
+                0,
+            )
+            .unwrap()
+        };
+        Scribbler {
+            base: base.cast(),
+            len,
+        }
+    }
+
+    fn word(&self, offset: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(offset + 4 <= self.len && offset % 4 == 0);
+        // SAFETY: in bounds and aligned (checked above), the mapping outlives the borrow, and
+        // everyone accesses header words atomically.
+        unsafe { std::sync::atomic::AtomicU32::from_ptr(self.base.add(offset).cast()) }
+    }
+
+    fn write(&self, offset: usize, value: u32) {
+        self.word(offset)
+            .store(value, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// SAFETY: the mapping is process-wide memory accessed only through atomics; moving the pointer
+// to another thread changes nothing about that.
+unsafe impl Send for Scribbler {}
+
+impl Drop for Scribbler {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer borrowed.
+        unsafe { rustix::mm::munmap(self.base.cast(), self.len).unwrap() };
+    }
+}
+
+#[test]
+fn a_lying_peer_gets_protocol_errors() {
+    let window = PacketWindow::new(64).unwrap();
+    let peer = Scribbler::new(&window);
+    let mut client = Endpoint::client(&window).unwrap();
+
+    // The "server" announces readiness by hand, then answers with an impossible length.
+    peer.write(STATE_OFFSET, 1); // CLIENT's turn
+    client.connect_timeout(HANG).unwrap();
+    let liar = thread::spawn(move || {
+        // Wait until the client handed the turn over (SERVER, perhaps with SLEEPING).
+        while peer
+            .word(STATE_OFFSET)
+            .load(std::sync::atomic::Ordering::SeqCst)
+            & 3
+            != 2
+        {
+            thread::yield_now();
+        }
+        peer.write(LEN_OFFSET, 65);
+        peer.write(STATE_OFFSET, 1);
+        wake(&peer);
+        peer
+    });
+    match client.send_recv_timeout(0, HANG) {
+        Err(Error::Protocol(Violation::LengthOutOfRange {
+            len: 65,
+            capacity: 64,
+        })) => {}
+        other => panic!("expected LengthOutOfRange, got {other:?}"),
+    }
+    let peer = liar.join().unwrap();
+
+    // A state no endpoint writes.
+    peer.write(STATE_OFFSET, 0xdead_beef);
+    assert!(matches!(
+        client.send_recv(0),
+        Err(Error::Protocol(Violation::UnknownState(0xdead_beef)))
+    ));
+    // The turn taken away while the client holds it.
+    peer.write(STATE_OFFSET, 2);
+    assert!(matches!(
+        client.send_recv(0),
+        Err(Error::Protocol(Violation::TurnTaken(2)))
+    ));
+    // An impossible turn value while the client waits.
+    peer.write(STATE_OFFSET, 1);
+    let (tx, rx) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        tx.send(common::gettid()).unwrap();
+        client.send_recv(0)
+    });
+    common::wait_until_blocked(rx.recv().unwrap());
+    peer.write(STATE_OFFSET, 3 | 4);
+    wake(&peer);
+    assert!(matches!(
+        waiter.join().unwrap(),
+        Err(Error::Protocol(Violation::UnknownState(7)))
+    ));
+}
+
+fn wake(peer: &Scribbler) {
+    let futex: &futexkit::futex::Futex<futexkit::futex::Shared> =
+        futexkit::futex::Futex::from_atomic(peer.word(STATE_OFFSET));
+    futex.wake(u32::MAX).unwrap();
+}
+
+#[test]
+fn a_scribbling_peer_never_crashes_or_hangs_a_caller() {
+    let window = PacketWindow::new(32).unwrap();
+    let peer = Scribbler::new(&window);
+    let adopted = PacketWindow::from_fd(window.fd().try_clone_to_owned().unwrap()).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut server = Endpoint::server(&adopted).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scribbler = {
+        let stop = std::sync::Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut x: u32 = 0x9e37_79b9;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let offset = if x & 1 == 0 { STATE_OFFSET } else { LEN_OFFSET };
+                // Mostly plausible values, so the protocol gets deep before it breaks.
+                let value = if x & 2 == 0 { x >> 28 } else { x };
+                peer.write(offset, value);
+                if x & 4 == 0 {
+                    wake(&peer);
+                }
+                thread::yield_now();
+            }
+        })
+    };
+    let short = Duration::from_millis(5);
+    let server_thread = thread::spawn(move || {
+        for _ in 0..300 {
+            let _ = server.recv_first_timeout(short);
+            let _ = server.recv_timeout(short);
+            if server.holds_turn() {
+                let n = server.capacity();
+                server.data_mut().fill(0xaa);
+                let _ = server.send_recv_timeout(n, short);
+            }
+        }
+    });
+    for _ in 0..300 {
+        let _ = client.connect_timeout(short);
+        let _ = client.recv_timeout(short);
+        if client.holds_turn() {
+            match client.send_recv_timeout(7, short) {
+                Ok(len) => assert!(len <= client.capacity()),
+                Err(Error::Protocol(_) | Error::TimedOut | Error::Shutdown) => {}
+                Err(err) => panic!("unexpected error {err}"),
+            }
+        }
+    }
+    server_thread.join().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    scribbler.join().unwrap();
+}
+
+#[test]
+fn adopting_a_window_checks_seals_and_header() {
+    // A memfd without seals: its owner could shrink it under our mapping.
+    let unsealed = rustix::fs::memfd_create("unsealed", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&unsealed, 4096).unwrap();
+    assert!(matches!(
+        PacketWindow::from_fd(unsealed),
+        Err(Error::Protocol(Violation::NotSealed))
+    ));
+    // Not a memfd at all.
+    let file = std::fs::File::open("/dev/null").unwrap();
+    assert!(matches!(
+        PacketWindow::from_fd(OwnedFd::from(file)),
+        Err(Error::Protocol(Violation::NotSealed))
+    ));
+    // Sealed, but with a header that lies about its capacity, or a wrong magic.
+    let window = PacketWindow::new(64).unwrap();
+    let peer = Scribbler::new(&window);
+    peer.write(8, 65);
+    assert!(matches!(
+        PacketWindow::from_fd(window.fd().try_clone_to_owned().unwrap()),
+        Err(Error::Protocol(Violation::BadHeader(_)))
+    ));
+    peer.write(8, 64);
+    PacketWindow::from_fd(window.fd().try_clone_to_owned().unwrap()).unwrap();
+    peer.write(0, 0);
+    assert!(matches!(
+        PacketWindow::from_fd(window.fd().try_clone_to_owned().unwrap()),
+        Err(Error::Protocol(Violation::BadHeader(_)))
+    ));
+    // The seal holds: the file cannot be shrunk.
+    assert!(rustix::fs::ftruncate(window.fd(), 0).is_err());
+    assert!(matches!(
+        PacketWindow::new(flipcall::MAX_CAPACITY + 1),
+        Err(Error::TooLong { .. })
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other processes. Children are this test binary started again with FLIPCALL_CHILD set, running
+// only `child_entry`, which plays the role named there on the window fd it inherited.
+
+const CHILD_ROLE: &str = "FLIPCALL_CHILD";
+const CHILD_FD: &str = "FLIPCALL_FD";
+
+#[test]
+fn child_entry() {
+    let Ok(role) = std::env::var(CHILD_ROLE) else {
+        return; // an ordinary test run
+    };
+    let fd: i32 = std::env::var(CHILD_FD).unwrap().parse().unwrap();
+    // SAFETY: the parent passed this inherited descriptor's number for us to own; nothing
+    // else in this process uses it.
+    let window = PacketWindow::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).unwrap();
+    match role.as_str() {
+        "echo-server" => {
+            let mut server = Endpoint::server(&window).unwrap();
+            serve_reversing(&mut server).unwrap();
+        }
+        "stuck-server" => {
+            let mut server = Endpoint::server(&window).unwrap();
+            server.recv_first().unwrap();
+            thread::sleep(HANG * 10); // holds the turn until killed
+        }
+        "stuck-client" => {
+            let mut client = Endpoint::client(&window).unwrap();
+            client.connect().unwrap();
+            thread::sleep(HANG * 10); // never calls; killed by the parent
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+fn spawn_child(role: &str, window: &PacketWindow) -> std::process::Child {
+    let inheritable = window.inheritable_fd().unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["child_entry", "--exact", "--test-threads=1", "--nocapture"])
+        .env(CHILD_ROLE, role)
+        .env(CHILD_FD, inheritable.as_raw_fd().to_string())
+        .spawn()
+        .unwrap();
+    drop(inheritable);
+    child
+}
+
+#[test]
+fn exec_child_serves_over_a_passed_fd() {
+    let window = PacketWindow::new(4096).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut child = spawn_child("echo-server", &window);
+    client.connect_timeout(HANG).unwrap();
+    for len in [0, 1, 100, 4095, 4096] {
+        checked_call(&mut client, len, 5);
+    }
+    drop(client);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn sigkill_of_the_server_mid_call_gives_peer_died() {
+    let window = PacketWindow::new(64).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut child = spawn_child("stuck-server", &window);
+    client.connect_timeout(HANG).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let caller = thread::spawn(move || {
+        tx.send(common::gettid()).unwrap();
+        client.send_recv_timeout(1, HANG)
+    });
+    common::wait_until_blocked(rx.recv().unwrap());
+    child.kill().unwrap();
+    assert!(matches!(caller.join().unwrap(), Err(Error::PeerDied)));
+    child.wait().unwrap();
+}
+
+#[test]
+fn sigkill_of_the_client_while_the_server_waits_gives_peer_died() {
+    let window = PacketWindow::new(64).unwrap();
+    let mut server = Endpoint::server(&window).unwrap();
+    let mut child = spawn_child("stuck-client", &window);
+    let killer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    });
+    assert!(matches!(
+        server.recv_first_timeout(HANG),
+        Err(Error::PeerDied)
+    ));
+    // Later calls say the same.
+    assert!(matches!(server.recv(), Err(Error::PeerDied)));
+    killer.join().unwrap();
+}
+
+#[test]
+fn forked_child_serves_and_parent_sees_it_exit() {
+    let window = PacketWindow::new(256).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    // Probe the kernel now, so the child (one thread, after fork) never has to.
+    let _ = futexkit::capabilities();
+    let fd = window.fd().as_fd().as_raw_fd();
+    // SAFETY: the child only makes system calls and touches the already-mapped window (no
+    // allocation, no locks another thread could hold), then leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let _ = fd;
+        let code = match Endpoint::server(&window) {
+            Ok(mut server) => {
+                let code = i32::from(serve_reversing(&mut server).is_err());
+                std::mem::forget(server);
+                code
+            }
+            Err(_) => 2,
+        };
+        // SAFETY: ends the child without running the parent's destructors or atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    client.connect_timeout(HANG).unwrap();
+    for len in [0, 17, 255, 256] {
+        checked_call(&mut client, len, 9);
+    }
+    drop(client);
+    let mut status = 0;
+    // SAFETY: waits for our own child; `status` is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+}
