@@ -173,13 +173,15 @@ fn serve(fd: i32) {
 
 fn demonstrate_peer_death(mut client: Client, server_process: &mut Child) {
     let endpoint = client.endpoint().expect("flipcall client");
-    println!("peer death: the server holds a call; SIGKILL it 50 ms in");
+    println!(
+        "peer death: the server holds a call; SIGKILL it 55 ms in (peers are checked every 10 ms)"
+    );
     let pid = server_process.id();
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(None::<Instant>));
     let killer = {
         let killed_at = std::sync::Arc::clone(&killed_at);
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(55));
             *killed_at.lock().unwrap() = Some(Instant::now());
             // SAFETY: kill(2) takes no pointers; `pid` is our own child, not yet reaped.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };

@@ -51,6 +51,11 @@ const SLEEPING: u32 = 4;
 const SHUTDOWN: u32 = 8;
 const KNOWN_BITS: u32 = TURN_MASK | SLEEPING | SHUTDOWN;
 
+/// While this side holds the turn the peer may change the word only by setting `SLEEPING` or
+/// `SHUTDOWN`: a hand-over that keeps losing its compare-exchange more often than this faces a
+/// peer rewriting the word, and gives up rather than spin forever.
+const MAX_STATE_CHANGES_WHILE_HOLDING: u32 = 64;
+
 /// How often a waiter whose peer is another process checks that the peer is alive: the bound on
 /// how long a peer's death goes unnoticed.
 pub const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(10);
@@ -440,7 +445,7 @@ impl Endpoint {
         let state = &self.region.header().state;
         let to = self.role.peer_turn();
         let mut current = state.load(Ordering::Relaxed);
-        loop {
+        for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
             if current & !KNOWN_BITS != 0 || current & TURN_MASK == 3 {
                 return Err(Violation::UnknownState(current).into());
             }
@@ -458,6 +463,7 @@ impl Endpoint {
                 Err(now) => current = now,
             }
         }
+        Err(Violation::Unsettled(current).into())
     }
 
     /// Kernel FUTEX_SWAP: wake the sleeping peer and sleep ourselves in one call. The outcome
@@ -496,6 +502,7 @@ impl Endpoint {
             !matches!(classify(current & !SLEEPING, mine, pending), Seen::Pending)
         });
         let mut slept_since: Option<Instant> = None;
+        let mut first = true;
         loop {
             let state = &self.region.header().state;
             let current = state.load(Ordering::Acquire);
@@ -511,6 +518,11 @@ impl Endpoint {
                 Seen::Shutdown => return Err(self.stopped()),
                 Seen::Invalid => return Err(Violation::UnknownState(current).into()),
             }
+            // A peer that keeps rewriting the word must not keep us here past the deadline.
+            if !first && deadline.is_some_and(|d| d.has_passed()) {
+                return Err(Error::TimedOut);
+            }
+            first = false;
             if current & SLEEPING == 0
                 && state
                     .compare_exchange(

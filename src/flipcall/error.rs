@@ -40,6 +40,9 @@ pub enum Violation {
     UnknownState(u32),
     /// The peer took the turn while this side held it.
     TurnTaken(u32),
+    /// The state word kept changing while this side held the turn (a peer may only add
+    /// `SLEEPING` or `SHUTDOWN` then, once each).
+    Unsettled(u32),
     /// A message length beyond the window's capacity.
     LengthOutOfRange {
         /// The length the peer wrote.
@@ -82,6 +85,12 @@ impl fmt::Display for Violation {
             Violation::UnknownState(state) => write!(f, "unknown state word {state:#x}"),
             Violation::TurnTaken(state) => {
                 write!(f, "turn taken while this side held it (state {state:#x})")
+            }
+            Violation::Unsettled(state) => {
+                write!(
+                    f,
+                    "state word kept changing while this side held the turn ({state:#x})"
+                )
             }
             Violation::LengthOutOfRange { len, capacity } => {
                 write!(f, "length {len} beyond capacity {capacity}")
