@@ -21,6 +21,11 @@
 //!   `sched_yield` storms;
 //! * one step under loom, so models stay small.
 //!
+//! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
+//! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
+//! while the owner is on a CPU, which user space cannot see; elsewhere this policy spins, then
+//! the thread sleeps on the word.
+//!
 //! State: each [`Spinner`] holds the learned average (an `AtomicU32` of nanoseconds) and the
 //! number of threads spinning on it now; the cost of one `spin_loop` iteration is calibrated
 //! once per process.
@@ -260,4 +265,64 @@ mod tests {
             assert_eq!(n, 1);
         }
     }
+}
+
+/// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
+/// with kernel `FUTEX2_SPIN` where probed and enabled (the kernel spins while the owner runs,
+/// then sleeps), otherwise `spinner`'s bounded spin and then a futex wait. `Ok(())` once the word
+/// changed or a wake arrived (possibly spuriously: re-check).
+///
+/// ```
+/// use std::sync::atomic::Ordering;
+/// use std::sync::Arc;
+/// use futexkit::futex::Futex;
+/// use futexkit::spin::{wait_on_owner, Spinner};
+///
+/// let owner_tid = 4242; // in real use: the owner's gettid()
+/// let word = Arc::new(Futex::new(owner_tid));
+/// let owner = {
+///     let word = Arc::clone(&word);
+///     std::thread::spawn(move || {
+///         word.store(0, Ordering::Release); // the owner lets go...
+///         word.wake(1).unwrap();            // ...and wakes a sleeping waiter
+///     })
+/// };
+/// let spinner = Spinner::new();
+/// while word.load(Ordering::Acquire) == owner_tid {
+///     wait_on_owner(&word, owner_tid, &spinner, None).unwrap();
+/// }
+/// owner.join().unwrap();
+/// ```
+///
+/// # Errors
+///
+/// [`Error::TimedOut`](crate::futex::Error::TimedOut) at the deadline; with `FUTEX2_SPIN`,
+/// [`Error::PermissionDenied`](crate::futex::Error::PermissionDenied) if the owner is a kernel
+/// thread.
+pub fn wait_on_owner<S: crate::futex::Scope>(
+    word: &crate::futex::Futex<S>,
+    owner_tid: u32,
+    spinner: &Spinner,
+    deadline: Option<crate::futex::Deadline>,
+) -> Result<(), crate::futex::Error> {
+    use crate::futex::Error;
+    #[cfg(not(loom))]
+    if crate::capabilities().has(crate::futex::Capability::Spin) {
+        match crate::futex::futex2::wait_spinning_on_owner(word, owner_tid, deadline) {
+            Err(Error::ValueChanged) => return Ok(()),
+            // The probe said yes but the call disagrees: use the user-space policy.
+            Err(Error::Unsupported | Error::InvalidArgument) => {}
+            other => return other,
+        }
+    }
+    if spinner.spin_until(|| word.load(Ordering::Acquire) != owner_tid) {
+        return Ok(());
+    }
+    let start = Instant::now();
+    let result = match word.wait(owner_tid, deadline) {
+        Err(Error::ValueChanged) => Ok(()),
+        other => other,
+    };
+    spinner.record_sleep(start.elapsed());
+    result
 }

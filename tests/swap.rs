@@ -191,3 +191,41 @@ fn forced_mode_is_reported() {
     };
     assert_eq!(swap::mode(), auto);
 }
+
+#[test]
+fn wait_on_owner_returns_when_the_owner_lets_go_and_times_out_otherwise() {
+    use futexkit::futex::{Deadline, Error, Futex};
+    use futexkit::spin::{wait_on_owner, Spinner};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    let spinner = Spinner::new();
+    let owner_tid = common::gettid();
+    // Not holding the TID: returns at once.
+    let free = Futex::new(0);
+    assert_eq!(wait_on_owner(&free, owner_tid, &spinner, None), Ok(()));
+    // Held, and nobody lets go: the deadline ends the wait.
+    let held = Futex::new(owner_tid);
+    let deadline = Deadline::after(std::time::Duration::from_millis(20));
+    assert_eq!(
+        wait_on_owner(&held, owner_tid, &spinner, Some(deadline)),
+        Err(Error::TimedOut)
+    );
+    // A waiter asleep on the word returns once the owner stores 0 and wakes.
+    let word = Arc::new(Futex::new(owner_tid));
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let word = Arc::clone(&word);
+        std::thread::spawn(move || {
+            tid_tx.send(common::gettid()).unwrap();
+            let spinner = Spinner::new();
+            while word.load(Ordering::Acquire) == owner_tid {
+                wait_on_owner(&*word, owner_tid, &spinner, None).unwrap();
+            }
+        })
+    };
+    common::wait_until_blocked(tid_rx.recv().unwrap());
+    word.store(0, Ordering::Release);
+    word.wake(1).unwrap();
+    waiter.join().unwrap();
+}

@@ -362,3 +362,36 @@ fn numa_error(err: Error) -> Error {
         other => other,
     }
 }
+
+/// `FUTEX2_SPIN` from the never-merged 2024 RFC: the word holds the owner's TID, and the kernel
+/// spins while that owner runs before it sleeps. The bit is `FUTEX2_MPOL` on 6.16+; use it only
+/// where [`Capability::Spin`](super::Capability::Spin) was probed (and opted in).
+pub const FUTEX2_SPIN: u32 = 0x08;
+
+/// futex2 `futex_wait` with [`FUTEX2_SPIN`] on a 32-bit word holding `owner_tid`.
+///
+/// Only for kernels where [`Capability::Spin`](super::Capability::Spin) was probed: elsewhere
+/// the flag means something else (or nothing). [`crate::spin::wait_on_owner`] checks that and
+/// falls back to the user-space policy.
+///
+/// # Errors
+///
+/// As [`wait`]; the RFC's `EAGAIN` for an owner that does not exist is reported as
+/// [`Error::ValueChanged`], and `EPERM` (a kernel-thread owner) as [`Error::PermissionDenied`].
+pub(crate) fn wait_spinning_on_owner<S: Scope>(
+    word: &Futex<S>,
+    owner_tid: u32,
+    deadline: Option<Deadline>,
+) -> Result<(), Error> {
+    let flags = FUTEX2_SIZE_U32 | S::KIND.futex2_flag() | FUTEX2_SPIN;
+    // SAFETY: `word` is a live, 4-byte-aligned AtomicU32, the size named in `flags`.
+    unsafe {
+        wait_raw(
+            word.as_ptr().cast(),
+            u64::from(owner_tid),
+            MASK_ANY_U32,
+            flags,
+            deadline,
+        )
+    }
+}
