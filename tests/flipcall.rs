@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -295,6 +295,24 @@ fn shutdown_during_a_servers_call() {
 }
 
 #[test]
+fn a_last_reply_survives_the_senders_shutdown() {
+    let (mut client, mut server) = flipcall::pair(16).unwrap();
+    let server = thread::spawn(move || {
+        let len = server.recv_first().unwrap();
+        server.data_mut()[..len].reverse();
+        server.send_last(len).unwrap();
+        // Dropping shuts the channel down right after the hand-over.
+    });
+    client.connect().unwrap();
+    client.data_mut()[..3].copy_from_slice(b"abc");
+    client.send_last(3).unwrap();
+    server.join().unwrap(); // replied and shut the channel down before we look
+    assert_eq!(client.recv().unwrap(), 3);
+    assert_eq!(&client.data()[..3], b"cba");
+    assert!(matches!(client.send_recv(0), Err(Error::Shutdown)));
+}
+
+#[test]
 fn dropping_or_unwinding_an_endpoint_shuts_the_channel() {
     let (mut client, server) = flipcall::pair(16).unwrap();
     let stop = client.shutdown_handle();
@@ -531,6 +549,8 @@ fn adopting_a_window_checks_seals_and_header() {
 
 const CHILD_ROLE: &str = "FLIPCALL_CHILD";
 const CHILD_FD: &str = "FLIPCALL_FD";
+/// What a child prints once it is where the test wants it.
+const READY: &str = "flipcall-child-ready";
 
 #[test]
 fn child_entry() {
@@ -554,6 +574,7 @@ fn child_entry() {
         "stuck-client" => {
             let mut client = Endpoint::client(&window).unwrap();
             client.connect().unwrap();
+            println!("{READY}");
             thread::sleep(HANG * 10); // never calls; killed by the parent
         }
         other => panic!("unknown child role {other}"),
@@ -561,11 +582,14 @@ fn child_entry() {
 }
 
 fn spawn_child(role: &str, window: &PacketWindow) -> std::process::Child {
+    // Not close-on-exec: children other tests spawn meanwhile inherit it too, which costs them
+    // nothing (they never look at it).
     let inheritable = window.inheritable_fd().unwrap();
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["child_entry", "--exact", "--test-threads=1", "--nocapture"])
         .env(CHILD_ROLE, role)
         .env(CHILD_FD, inheritable.as_raw_fd().to_string())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     drop(inheritable);
@@ -608,7 +632,13 @@ fn sigkill_of_the_client_while_the_server_waits_gives_peer_died() {
     let mut server = Endpoint::server(&window).unwrap();
     let mut child = spawn_child("stuck-client", &window);
     let killer = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(100));
+        // Kill only once the child has connected (its pid is in the window by then).
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        use std::io::BufRead;
+        let ready = stdout
+            .lines()
+            .any(|line| line.is_ok_and(|l| l.contains(READY)));
+        assert!(ready, "child exited before connecting");
         child.kill().unwrap();
         child.wait().unwrap();
     });
@@ -621,19 +651,25 @@ fn sigkill_of_the_client_while_the_server_waits_gives_peer_died() {
     killer.join().unwrap();
 }
 
+/// Initialises the process-wide state a flipcall call may touch, so a forked child never finds
+/// it half-initialised by a thread that does not exist in the child.
+fn warm_up_before_fork() {
+    let _ = futexkit::capabilities();
+    futexkit::spin::Spinner::new().spin_until(|| false);
+}
+
 #[test]
 fn forked_child_serves_and_parent_sees_it_exit() {
     let window = PacketWindow::new(256).unwrap();
     let mut client = Endpoint::client(&window).unwrap();
-    // Probe the kernel now, so the child (one thread, after fork) never has to.
-    let _ = futexkit::capabilities();
-    let fd = window.fd().as_fd().as_raw_fd();
-    // SAFETY: the child only makes system calls and touches the already-mapped window (no
-    // allocation, no locks another thread could hold), then leaves with _exit.
+    warm_up_before_fork();
+    // SAFETY: the child runs only flipcall calls on the already-mapped window, then leaves with
+    // _exit. The process-wide state they touch (capabilities, the spin calibration) was
+    // initialised above, so no OnceLock can be caught mid-initialisation by the fork; glibc's
+    // fork holds the malloc locks, so the spin policy's /proc/loadavg read may allocate.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let _ = fd;
         let code = match Endpoint::server(&window) {
             Ok(mut server) => {
                 let code = i32::from(serve_reversing(&mut server).is_err());

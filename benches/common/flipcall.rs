@@ -77,8 +77,10 @@ pub enum Server {
 
 impl Client {
     pub fn start(mechanism: Mechanism, placement: Placement) -> Client {
-        // Probe the kernel before any fork, so a child never has to.
+        // Initialise the process-wide state a call may touch before any fork, so a child never
+        // finds a OnceLock half-initialised by a thread it does not have.
         let _ = futexkit::capabilities();
+        futexkit::spin::Spinner::new().spin_until(|| false);
         match mechanism {
             Mechanism::FlipCall => start_flipcall(placement),
             Mechanism::FutexWakeWait => start_futex(placement),
@@ -168,8 +170,10 @@ fn spawn_server(placement: Placement, serve: impl FnOnce() + Send + 'static) -> 
     match placement {
         Placement::Thread => Server::Thread(Some(std::thread::spawn(serve))),
         Placement::Process => {
-            // SAFETY: the child runs only `serve` (system calls, copies into memory allocated
-            // before the fork, no locks), then `_exit`; it never returns into the parent's code.
+            // SAFETY: the child runs only `serve` (system calls and copies into memory allocated
+            // before the fork; process-wide state was initialised in `Client::start`; glibc's
+            // fork holds the malloc locks, so an allocation in the spin policy is safe), then
+            // `_exit`; it never returns into the parent's code.
             let pid = unsafe { libc::fork() };
             assert!(pid >= 0, "fork failed");
             if pid == 0 {

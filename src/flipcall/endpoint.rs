@@ -57,7 +57,8 @@ const KNOWN_BITS: u32 = TURN_MASK | SLEEPING | SHUTDOWN;
 const MAX_STATE_CHANGES_WHILE_HOLDING: u32 = 64;
 
 /// How often a waiter whose peer is another process checks that the peer is alive: the bound on
-/// how long a peer's death goes unnoticed.
+/// how long a peer's death goes unnoticed. The price: a waiter on a shared window wakes this
+/// often while it sleeps (100 times a second), never while the calls keep flowing.
 pub const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Which side of the channel an endpoint is.
@@ -106,23 +107,41 @@ enum Phase {
 
 /// What a state word means to a side waiting for `mine` while the peer holds `pending`.
 enum Seen {
+    /// The turn is ours, even if the channel was shut down after it was handed over: the
+    /// message that came with it is delivered, and the next call reports the shutdown.
     Mine,
     Pending,
     Shutdown,
-    Invalid,
+    /// Bits or a turn no endpoint writes.
+    Unknown,
+    /// A real turn, but not one this side can see now (the peer took or skipped a step).
+    Unexpected,
 }
 
 fn classify(state: u32, mine: u32, pending: u32) -> Seen {
-    if state & !KNOWN_BITS != 0 {
-        return Seen::Invalid;
+    let turn = state & TURN_MASK;
+    if state & !KNOWN_BITS != 0 || turn == TURN_MASK {
+        return Seen::Unknown;
+    }
+    if turn == mine {
+        return Seen::Mine;
     }
     if state & SHUTDOWN != 0 {
         return Seen::Shutdown;
     }
-    match state & TURN_MASK {
-        turn if turn == mine => Seen::Mine,
-        turn if turn == pending => Seen::Pending,
-        _ => Seen::Invalid,
+    if turn == pending {
+        Seen::Pending
+    } else {
+        Seen::Unexpected
+    }
+}
+
+impl Seen {
+    fn violation(self, state: u32) -> Violation {
+        match self {
+            Seen::Unknown => Violation::UnknownState(state),
+            _ => Violation::TurnTaken(state),
+        }
     }
 }
 
@@ -186,20 +205,14 @@ impl Endpoint {
             return Err(Error::RoleTaken);
         }
         #[cfg(not(loom))]
-        {
-            let pid = crate::futex::sys::getpid();
-            match role {
-                Role::Client => header.client_pid.store(pid, Ordering::Release),
-                Role::Server => header.server_pid.store(pid, Ordering::Release),
-            }
-        }
+        let peer = super::peer::PeerWatch::announce(header, role);
         Ok(Endpoint {
             region,
             role,
             phase: Phase::Start,
             spinner: Spinner::new(),
             #[cfg(not(loom))]
-            peer: super::peer::PeerWatch::new(role),
+            peer,
         })
     }
 
@@ -241,8 +254,9 @@ impl Endpoint {
     /// If this side does not hold the turn.
     pub fn data_mut(&mut self) -> &mut [u8] {
         self.assert_holding("data_mut");
-        // SAFETY: as in `data`; `&mut self` makes this the only borrow on our side, and the
-        // region gives no other path to the area.
+        // SAFETY: as in `data`; `&mut self` makes this the only borrow through this endpoint,
+        // and the peer endpoint (the only other user of the region's data) does not touch the
+        // area while we hold the turn, if it follows the protocol.
         unsafe { core::slice::from_raw_parts_mut(self.region.data_ptr(), self.capacity()) }
     }
 
@@ -432,7 +446,7 @@ impl Endpoint {
         let pending = self.role.peer_turn();
         if peer_slept {
             if swap::mode() == SwapMode::Kernel {
-                self.swap_to_peer(pending, deadline);
+                self.swap_to_peer(pending, deadline)?;
             } else {
                 self.wake_peer();
             }
@@ -446,14 +460,13 @@ impl Endpoint {
         let to = self.role.peer_turn();
         let mut current = state.load(Ordering::Relaxed);
         for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
-            if current & !KNOWN_BITS != 0 || current & TURN_MASK == 3 {
-                return Err(Violation::UnknownState(current).into());
+            // Holding the turn, SHUTDOWN wins: nothing more may be handed over.
+            if current & SHUTDOWN != 0 && current & !KNOWN_BITS == 0 {
+                return Err(Error::Shutdown);
             }
-            if current & SHUTDOWN != 0 {
-                return Err(self.stopped());
-            }
-            if current & TURN_MASK != from {
-                return Err(Violation::TurnTaken(current).into());
+            match classify(current & !SLEEPING, from, to) {
+                Seen::Mine => {}
+                seen => return Err(seen.violation(current).into()),
             }
             match state.compare_exchange_weak(current, to, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => {
@@ -466,10 +479,11 @@ impl Endpoint {
         Err(Violation::Unsettled(current).into())
     }
 
-    /// Kernel FUTEX_SWAP: wake the sleeping peer and sleep ourselves in one call. The outcome
-    /// does not matter: `wait_for_turn` looks at the word next either way.
+    /// Kernel FUTEX_SWAP: wakes the sleeping peer and sleeps in one call (one slice at most);
+    /// `wait_for_turn` looks at the word next. Should the call fail before its wake half, the
+    /// peer is woken the ordinary way.
     #[cold]
-    fn swap_to_peer(&self, pending: u32, deadline: Option<Deadline>) {
+    fn swap_to_peer(&mut self, pending: u32, deadline: Option<Deadline>) -> Result<(), Error> {
         let state = &self.region.header().state;
         let asleep = pending | SLEEPING;
         if state
@@ -477,10 +491,17 @@ impl Endpoint {
             .is_err()
         {
             self.wake_peer();
-            return;
+            return Ok(());
         }
         let slice = self.slice_deadline(deadline);
-        let _ = with_futex(&self.region, |futex| futex.swap_kernel(asleep, slice));
+        match with_futex(&self.region, |futex| futex.swap_kernel(asleep, slice)) {
+            Ok(()) | Err(crate::futex::Error::ValueChanged) => Ok(()),
+            Err(crate::futex::Error::TimedOut) => self.check_peer(),
+            Err(_) => {
+                self.wake_peer();
+                Ok(())
+            }
+        }
     }
 
     #[cold]
@@ -503,6 +524,7 @@ impl Endpoint {
         });
         let mut slept_since: Option<Instant> = None;
         let mut first = true;
+        let mut lost_races = 0u32;
         loop {
             let state = &self.region.header().state;
             let current = state.load(Ordering::Acquire);
@@ -515,8 +537,8 @@ impl Endpoint {
                     return self.received_len();
                 }
                 Seen::Pending => {}
-                Seen::Shutdown => return Err(self.stopped()),
-                Seen::Invalid => return Err(Violation::UnknownState(current).into()),
+                Seen::Shutdown => return Err(Error::Shutdown),
+                seen => return Err(seen.violation(current).into()),
             }
             // A peer that keeps rewriting the word must not keep us here past the deadline.
             if !first && deadline.is_some_and(|d| d.has_passed()) {
@@ -533,9 +555,24 @@ impl Endpoint {
                     )
                     .is_err()
             {
+                // Only a peer rewriting the word makes this fail again and again: let it not
+                // keep us from noticing its death, nor from sharing the CPU.
+                lost_races += 1;
+                if lost_races % MAX_STATE_CHANGES_WHILE_HOLDING == 0 {
+                    self.check_peer()?;
+                    crate::thread::yield_now();
+                }
                 continue;
             }
-            slept_since.get_or_insert_with(Instant::now);
+            if slept_since.is_none() {
+                slept_since = Some(Instant::now());
+                // Open the peer's pidfd before the first sleep, not at the first check, to
+                // narrow the window in which its pid could be reused.
+                #[cfg(not(loom))]
+                if self.region.is_shared() {
+                    self.peer.watch(self.region.header());
+                }
+            }
             let slice = self.slice_deadline(deadline);
             match with_futex(&self.region, |futex| futex.wait(current | SLEEPING, slice)) {
                 Ok(()) | Err(crate::futex::Error::ValueChanged) => {}
@@ -557,15 +594,6 @@ impl Endpoint {
             return Err(Violation::LengthOutOfRange { len, capacity }.into());
         }
         Ok(len as usize)
-    }
-
-    /// The error for a channel found shut down: a dead peer process is reported as such.
-    fn stopped(&mut self) -> Error {
-        #[cfg(not(loom))]
-        if self.check_peer().is_err() {
-            return Error::PeerDied;
-        }
-        Error::Shutdown
     }
 
     /// The deadline for the next sleep: the caller's, cut to one peer-check interval when the

@@ -12,7 +12,8 @@ pub enum Error {
     /// The peer process exited (or was killed) while this side waited for it.
     PeerDied,
     /// The deadline of a `*_timeout` call passed first. The turn stays where it was: call
-    /// [`Endpoint::recv`](super::Endpoint::recv) to keep waiting for the same reply.
+    /// [`Endpoint::recv`](super::Endpoint::recv) to keep waiting for the same reply (after
+    /// [`connect_timeout`](super::Endpoint::connect_timeout), call `connect` again).
     TimedOut,
     /// The peer wrote something into the window that the protocol cannot produce.
     Protocol(Violation),
@@ -38,7 +39,8 @@ pub enum Error {
 pub enum Violation {
     /// The state word holds bits or a turn that no endpoint writes.
     UnknownState(u32),
-    /// The peer took the turn while this side held it.
+    /// The turn is somewhere it cannot be now: taken while this side held it, or moved to a
+    /// step the peer could not have reached.
     TurnTaken(u32),
     /// The state word kept changing while this side held the turn (a peer may only add
     /// `SLEEPING` or `SHUTDOWN` then, once each).

@@ -1,5 +1,11 @@
 //! Noticing that the peer process died: its pid comes from the window header (untrusted), and a
 //! pidfd opened once answers "has it exited?" without blocking.
+//!
+//! Pids name processes only within one pid namespace, so each endpoint also writes its pid
+//! namespace, and the watch is off unless both match: a peer in another namespace (a sandbox, a
+//! container) is never declared dead by mistake, and its death is noticed only by the caller's
+//! deadline. A peer that dies before it has made its endpoint is likewise noticed only by the
+//! deadline of `connect` or `recv_first`.
 
 use super::endpoint::Role;
 use super::window::Header;
@@ -9,17 +15,29 @@ use crate::futex::sys::{self, ProcessWatch};
 /// What one endpoint knows about its peer's process.
 #[derive(Debug)]
 pub(crate) struct PeerWatch {
-    role: Role,
+    peer_role: Role,
     own_pid: u32,
+    own_pidns: u32,
     watch: Option<ProcessWatch>,
     died: bool,
 }
 
 impl PeerWatch {
-    pub(crate) fn new(role: Role) -> PeerWatch {
+    /// Writes this process's pid and pid namespace into `header` for `role`, and prepares to
+    /// watch the other role's process.
+    pub(crate) fn announce(header: &Header, role: Role) -> PeerWatch {
+        let own_pid = sys::getpid();
+        let own_pidns = sys::pid_namespace();
+        let (pid, pidns) = header.process_of(role);
+        pidns.store(own_pidns, Ordering::Relaxed);
+        pid.store(own_pid, Ordering::Release);
         PeerWatch {
-            role,
-            own_pid: sys::getpid(),
+            peer_role: match role {
+                Role::Client => Role::Server,
+                Role::Server => Role::Client,
+            },
+            own_pid,
+            own_pidns,
             watch: None,
             died: false,
         }
@@ -30,30 +48,32 @@ impl PeerWatch {
         self.died
     }
 
+    /// Opens the peer's pidfd if its pid is known and not yet watched (no syscall after that).
+    pub(crate) fn watch(&mut self, header: &Header) {
+        if self.watch.is_some() || self.died || self.own_pidns == 0 {
+            return;
+        }
+        let (pid, pidns) = header.process_of(self.peer_role);
+        let pid = pid.load(Ordering::Acquire);
+        if pid == 0 || pid == self.own_pid || pidns.load(Ordering::Relaxed) != self.own_pidns {
+            return;
+        }
+        match sys::watch_process(pid) {
+            Ok(Some(watch)) => self.watch = Some(watch),
+            Ok(None) => self.died = true,
+            // Cannot tell (out of descriptors, say): try again at the next check.
+            Err(_) => {}
+        }
+    }
+
     /// Whether the peer may still be alive: `false` only once its process is known to have
-    /// exited. A peer that has not written its pid yet, or shares our process, counts as alive.
+    /// exited. A peer that has not written its pid yet, shares our process, or lives in another
+    /// pid namespace counts as alive.
     ///
     /// The pid is whatever the peer wrote: a lying peer can only make this report its own death
     /// (or fail to report it), which ends its channel and nothing else.
     pub(crate) fn check(&mut self, header: &Header) -> bool {
-        if self.died {
-            return false;
-        }
-        if self.watch.is_none() {
-            let pid = match self.role {
-                Role::Client => header.server_pid.load(Ordering::Acquire),
-                Role::Server => header.client_pid.load(Ordering::Acquire),
-            };
-            if pid == 0 || pid == self.own_pid {
-                return true;
-            }
-            match sys::watch_process(pid) {
-                Ok(Some(watch)) => self.watch = Some(watch),
-                Ok(None) => self.died = true,
-                // Cannot tell (out of descriptors, say): keep waiting, check again next slice.
-                Err(_) => return true,
-            }
-        }
+        self.watch(header);
         if let Some(watch) = &self.watch {
             self.died = sys::has_exited(watch);
         }

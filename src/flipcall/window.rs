@@ -9,6 +9,8 @@
 //!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists
 //!        16   client_pid  the client's process id, written when its endpoint is made
 //!        20   server_pid  the server's process id, likewise
+//!        24   client_pidns the client's pid namespace (its inode, folded to 32 bits; 0 unknown)
+//!        28   server_pidns likewise: peer death is watched only within one pid namespace
 //!        64   state       the futex word (see `endpoint.rs`), on its own cache line
 //!        68   len         length of the message handed over with the turn
 //!        128  data        `capacity` bytes
@@ -24,6 +26,7 @@
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
+use super::endpoint::Role;
 use super::error::Error;
 #[cfg(not(loom))]
 use super::error::Violation;
@@ -50,12 +53,14 @@ pub(crate) struct Header {
     version: AtomicU32,
     capacity: AtomicU32,
     pub(crate) roles: AtomicU32,
-    pub(crate) client_pid: AtomicU32,
-    pub(crate) server_pid: AtomicU32,
-    _reserved: [u32; 10],
+    client_pid: AtomicU32,
+    server_pid: AtomicU32,
+    client_pidns: AtomicU32,
+    server_pidns: AtomicU32,
+    _reserved: [AtomicU32; 8],
     pub(crate) state: AtomicU32,
     pub(crate) len: AtomicU32,
-    _reserved_line: [u32; 14],
+    _reserved_line: [AtomicU32; 14],
 }
 
 #[cfg(not(loom))]
@@ -70,10 +75,20 @@ impl Header {
             roles: AtomicU32::new(0),
             client_pid: AtomicU32::new(0),
             server_pid: AtomicU32::new(0),
-            _reserved: [0; 10],
+            client_pidns: AtomicU32::new(0),
+            server_pidns: AtomicU32::new(0),
+            _reserved: core::array::from_fn(|_| AtomicU32::new(0)),
             state: AtomicU32::new(0),
             len: AtomicU32::new(0),
-            _reserved_line: [0; 14],
+            _reserved_line: core::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+
+    /// Where the endpoint of `role` writes its process id, and its pid namespace.
+    pub(crate) fn process_of(&self, role: Role) -> (&AtomicU32, &AtomicU32) {
+        match role {
+            Role::Client => (&self.client_pid, &self.client_pidns),
+            Role::Server => (&self.server_pid, &self.server_pidns),
         }
     }
 }
@@ -216,15 +231,14 @@ impl PacketWindow {
         use std::os::fd::AsFd;
         crate::futex::sys::seal_size(fd.as_fd())?;
         let base = crate::futex::sys::map_shared(fd.as_fd(), len)?;
+        // SAFETY: a fresh, page-aligned mapping of at least HEADER_SIZE bytes that no other
+        // process can have yet (the fd has not been shared), so nothing reads it meanwhile.
+        unsafe { base.cast::<Header>().write(Header::new(data_cap)) };
         let region = Region {
             backing: Backing::Mapped { base, len, fd },
             capacity: data_cap,
             shared: true,
         };
-        let header = region.header();
-        header.capacity.store(data_cap as u32, Ordering::Relaxed);
-        header.version.store(VERSION, Ordering::Relaxed);
-        header.magic.store(MAGIC, Ordering::Release);
         Ok(PacketWindow {
             region: Arc::new(region),
         })

@@ -327,6 +327,18 @@ pub(crate) fn getpid() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
+/// This process's pid namespace, as its inode folded to 32 bits (0 if unknown): two processes
+/// can name each other by pid only if these match.
+pub(crate) fn pid_namespace() -> u32 {
+    match rustix::fs::stat("/proc/self/ns/pid") {
+        Ok(st) => {
+            let ino = st.st_ino;
+            (ino ^ (ino >> 32)) as u32
+        }
+        Err(_) => 0,
+    }
+}
+
 /// A handle on process `pid` that tells whether it has exited: a pidfd (Linux 5.3+), or the pid
 /// itself on older kernels.
 #[derive(Debug)]
