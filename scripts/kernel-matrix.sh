@@ -67,9 +67,13 @@ install_tools() {
     command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
     command -v cpio >/dev/null || missing+=(cpio)
     if ((${#missing[@]})); then
-        note "apt-get install ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            "${missing[@]}" >"$CACHE/apt-install.log" 2>&1 ||
+        # A fresh machine's package lists may be empty or stale: update them first.
+        note "apt-get update; apt-get install ${missing[*]}"
+        {
+            apt-get update -q &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                    "${missing[@]}"
+        } >"$CACHE/apt-install.log" 2>&1 ||
             die "apt-get install ${missing[*]} failed (see $CACHE/apt-install.log)"
     fi
     note "$(qemu-system-x86_64 --version | head -n1)"
@@ -225,8 +229,8 @@ build_initramfs() {
 
 QEMU_ACCEL=()
 # KVM only if /dev/kvm opens read-write and really boots a stock kernel: PVM's /dev/kvm (a
-# software hypervisor for nested guests, module kvm_pvm) opens fine but runs a non-PVM kernel
-# in its instruction emulator, far slower than TCG (6.1's decompressor did not finish in 120 s).
+# software hypervisor for nested guests, module kvm_pvm) opens fine but is built for PVM-aware
+# guests; a stock 6.1 was still in its decompressor after 120 s, where TCG reaches init in 4 s.
 choose_accel() {
     local kernel=$1 why=
     if [[ $ACCEL == tcg ]]; then
