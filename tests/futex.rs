@@ -19,6 +19,12 @@ fn has(cap: Capability) -> bool {
     futexkit::capabilities().has(cap)
 }
 
+/// The kernel has `cap`, whether or not `FUTEXKIT_DISABLE` turned it off: calls made anyway
+/// reach it.
+fn detected(cap: Capability) -> bool {
+    futexkit::capabilities().detection(cap).detected
+}
+
 #[test]
 fn wake_ends_a_wait_and_reports_the_count() {
     let word = Arc::new(Futex::<Private>::new(0));
@@ -347,6 +353,25 @@ fn wait_requeue_pi_wakes_holding_the_pi_lock() {
 
 #[test]
 fn futex2_wait_wake_and_requeue() {
+    if !detected(Capability::Futex2) {
+        // The fallback a pre-6.7 kernel gets: every futex2 call says Unsupported, none blocks.
+        let word = Futex::<Private>::new(0);
+        let to = Futex::<Private>::new(0);
+        let addr: *const AtomicU32 = &*word;
+        assert_eq!(
+            futex2::wait(&*word, ScopeKind::Private, 0, futex2::MASK_ANY_U32, None),
+            Err(Error::Unsupported)
+        );
+        assert_eq!(
+            futex2::wake(addr, ScopeKind::Private, futex2::MASK_ANY_U32, 1),
+            Err(Error::Unsupported)
+        );
+        assert_eq!(
+            futex2::requeue(&word, 0, 0, &to, 1),
+            Err(Error::Unsupported)
+        );
+        return;
+    }
     if !has(Capability::Futex2) {
         return;
     }
@@ -391,6 +416,15 @@ fn futex2_wait_wake_and_requeue() {
 
 #[test]
 fn waitv_wakes_on_any_of_its_words() {
+    if !detected(Capability::Waitv) {
+        // The fallback a pre-5.16 kernel gets: Unsupported at once, even for a matching word.
+        let word = Futex::<Private>::new(0);
+        assert_eq!(
+            futex2::waitv(&[futex2::WaitvEntry::new(&word, 0)], None),
+            Err(Error::Unsupported)
+        );
+        return;
+    }
     if !has(Capability::Waitv) {
         return;
     }

@@ -84,6 +84,37 @@ fn overrides_force_capabilities_off() {
     assert_eq!(spin_opt_in.has(Capability::Spin), spin.detected);
 }
 
+/// `scripts/kernel-matrix.sh` boots Debian kernels whose features are known from their
+/// version and names them in `FUTEXKIT_TEST_EXPECT_CAPS` (`+futex2 -swap ...`, the words of
+/// `Capabilities`' Display): probing must find exactly that, absent features included. Unset
+/// (a plain `cargo test`), there is nothing to compare with.
+#[test]
+fn detects_what_the_matrix_kernel_has() {
+    let Ok(expect) = std::env::var("FUTEXKIT_TEST_EXPECT_CAPS") else {
+        return;
+    };
+    let caps = futexkit::capabilities();
+    for word in expect.split([',', ' ']).filter(|w| !w.is_empty()) {
+        let (want, name) = match word.split_at(1) {
+            ("+", name) => (true, name),
+            ("-", name) => (false, name),
+            _ => panic!("{word:?} in FUTEXKIT_TEST_EXPECT_CAPS is neither +name nor -name"),
+        };
+        let cap = Capability::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .unwrap_or_else(|| panic!("unknown capability {name:?}"));
+        let detection = caps.detection(cap);
+        assert_eq!(
+            detection.detected,
+            want,
+            "{name} on kernel {}: {}",
+            caps.kernel_release(),
+            detection.evidence
+        );
+    }
+}
+
 /// Runs this test binary again with `FUTEXKIT_DISABLE` set and checks the child saw it.
 #[test]
 fn environment_override_is_honoured() {

@@ -1,0 +1,435 @@
+#!/usr/bin/env bash
+# Kernel matrix: runs futexkit's test binaries and the probe example on real Debian kernels
+# booted under qemu, and natively on the host kernel, so every fallback meets a kernel that
+# really lacks the feature (FUTEXKIT_DISABLE only pretends).
+#
+# Usage: scripts/kernel-matrix.sh [TARGET...]
+#   TARGET: host, or a Debian suite whose linux-image-amd64 is booted. Default: all of
+#   host bullseye bookworm bookworm-backports (Linux 6.18-ish host, 5.10, 6.1, 6.12).
+# Environment:
+#   KM_ACCEL    auto (default: KVM when it boots a kernel, else TCG), kvm or tcg
+#   KM_CACHE    downloads, initramfs and logs (default target/kernel-matrix)
+#   KM_TIMEOUT  seconds one guest may run before it counts as hung (default 900; the slowest
+#               measured TCG run took 246 s)
+#   KM_MIRROR   Debian mirror (default http://deb.debian.org/debian)
+#
+# Needs root for apt-get install (qemu-system-x86, cpio) unless both are there. Kernels and
+# busybox are fetched with apt-get download and unpacked into KM_CACHE: the host's kernel,
+# packages and apt sources stay as they were. Exits non-zero if any test fails, a probe
+# disagrees with what the kernel is known to have, or a kernel cannot be booted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CACHE=${KM_CACHE:-$PWD/target/kernel-matrix}
+ACCEL=${KM_ACCEL:-auto}
+GUEST_TIMEOUT=${KM_TIMEOUT:-900}
+MIRROR=${KM_MIRROR:-http://deb.debian.org/debian}
+DEFAULT_TARGETS=(host bullseye bookworm bookworm-backports)
+# Suites apt must know about: every default one, whatever subset is run.
+APT_SUITES=(bookworm bullseye bookworm-backports)
+
+step() { printf '\n=== %s (%ss elapsed)\n' "$*" "$SECONDS"; }
+note() { printf '    %s\n' "$*"; }
+die() {
+    printf 'kernel-matrix: %s\n' "$*" >&2
+    exit 1
+}
+
+# What each kernel series is known to have, in Capabilities' Display words. These are facts
+# about mainline versions (futex2 wait/wake/requeue 6.7, waitv 5.16, LOCK_PI2 5.14, NUMA and
+# MPOL 6.16, rseq slices 7.0; SWAP and SPIN never merged), not copied from a run: the probe
+# test compares what it detects against them.
+expected_caps() {
+    case $1 in
+    5.10) echo "-futex2 -waitv -numa -mpol +pi -lock_pi2 +requeue_pi -swap -spin -rseq_slice" ;;
+    6.1) echo "-futex2 +waitv -numa -mpol +pi +lock_pi2 +requeue_pi -swap -spin -rseq_slice" ;;
+    6.12) echo "+futex2 +waitv -numa -mpol +pi +lock_pi2 +requeue_pi -swap -spin -rseq_slice" ;;
+    *) echo "" ;;
+    esac
+}
+
+# The fallback each absent capability sends futexkit down (README "Supported kernels").
+fallback_for() {
+    case $1 in
+    futex2) echo "futex2::wait/wake/requeue -> Unsupported" ;;
+    waitv) echo "futex2::waitv -> Unsupported" ;;
+    numa) echo "NumaFutex -> Unsupported" ;;
+    lock_pi2) echo "lock_pi2 -> Unsupported (lock_pi)" ;;
+    swap) echo "swap emulated (wake+spin+wait)" ;;
+    spin) echo "FUTEX2_SPIN -> user-space spin" ;;
+    pi) echo "PI calls -> Unsupported" ;;
+    *) echo "" ;;
+    esac
+}
+
+install_tools() {
+    local missing=()
+    command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+    command -v cpio >/dev/null || missing+=(cpio)
+    if ((${#missing[@]})); then
+        # A fresh machine's package lists may be empty or stale: update them first.
+        note "apt-get update; apt-get install ${missing[*]}"
+        {
+            apt-get update -q &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                    "${missing[@]}"
+        } >"$CACHE/apt-install.log" 2>&1 ||
+            die "apt-get install ${missing[*]} failed (see $CACHE/apt-install.log)"
+    fi
+    note "$(qemu-system-x86_64 --version | head -n1)"
+}
+
+# A private apt state (sources, lists, package cache) under CACHE, so adding backports and
+# bullseye never touches /etc/apt or the host's package lists.
+APT_OPTS=()
+apt_setup() {
+    local dir=$CACHE/apt suite
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/sources.list.d"
+    : >"$dir/sources.list"
+    for suite in "${APT_SUITES[@]}"; do
+        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main" \
+            >>"$dir/sources.list"
+    done
+    APT_OPTS=(-o "Dir::Etc::SourceList=$dir/sources.list"
+        -o "Dir::Etc::SourceParts=$dir/sources.list.d"
+        -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache"
+        -o "APT::Sandbox::User=root" -q)
+    note "apt-get update (${APT_SUITES[*]}) into $dir"
+    apt-get "${APT_OPTS[@]}" update >"$dir/update.log" 2>&1 ||
+        die "apt-get update failed (see $dir/update.log)"
+}
+
+# Downloads PACKAGE (optionally PACKAGE/SUITE) into DIR once; prints the .deb's path.
+fetch_deb() {
+    local pkg=$1 dir=$2 name=${1%%/*}
+    mkdir -p "$dir"
+    if ! compgen -G "$dir/${name}_*.deb" >/dev/null; then
+        (cd "$dir" && apt-get "${APT_OPTS[@]}" download "$pkg" >/dev/null 2>"$dir/$name.err") ||
+            return 1
+    fi
+    compgen -G "$dir/${name}_*.deb" | head -n1
+}
+
+# The image package the suite's linux-image-amd64 metapackage points at.
+image_package() {
+    apt-cache "${APT_OPTS[@]}" show "linux-image-amd64/$1" 2>/dev/null |
+        sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | head -n1
+}
+
+# Unpacks only /boot/vmlinuz-* of the suite's current kernel; prints its path.
+fetch_kernel() {
+    local suite=$1 pkg deb dir
+    pkg=$(image_package "$suite")
+    [[ -n $pkg ]] || return 1
+    dir=$CACHE/kernels/$pkg
+    if ! compgen -G "$dir/boot/vmlinuz-*" >/dev/null; then
+        deb=$(fetch_deb "$pkg/$suite" "$CACHE/debs") || return 1
+        mkdir -p "$dir"
+        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir" --wildcards './boot/vmlinuz-*'
+    fi
+    compgen -G "$dir/boot/vmlinuz-*" | head -n1
+}
+
+# Static busybox for init's shell and mounts, from the host's suite (bookworm).
+fetch_busybox() {
+    local deb dir=$CACHE/busybox
+    if [[ ! -x $dir/busybox ]]; then
+        deb=$(fetch_deb busybox-static/bookworm "$CACHE/debs") || die "cannot fetch busybox-static"
+        mkdir -p "$dir/x"
+        dpkg-deb -x "$deb" "$dir/x"
+        cp "$(find "$dir/x" -path "*bin/busybox" -type f | head -n1)" "$dir/busybox"
+    fi
+    echo "$dir/busybox"
+}
+
+TEST_BINS=()
+PROBE_BIN=
+# One cargo build gives the test harnesses (target/*/deps) and the probe example. The loom
+# suites are left out: without --cfg loom they compile to nothing.
+build_binaries() {
+    local json=$CACHE/build.json exe
+    cargo test --no-run --message-format=json >"$json"
+    while read -r exe; do
+        case $exe in
+        */examples/probe) PROBE_BIN=$exe ;;
+        */examples/*) ;;
+        */deps/loom_*) ;;
+        */deps/*) TEST_BINS+=("$exe") ;;
+        esac
+    done < <(grep -o '"executable":"[^"]*"' "$json" | cut -d'"' -f4 | sort -u)
+    [[ -n $PROBE_BIN ]] || die "cargo test --no-run built no probe example"
+    ((${#TEST_BINS[@]})) || die "cargo test --no-run built no test binary"
+    note "probe example and ${#TEST_BINS[@]} test binaries: $(for b in "${TEST_BINS[@]}"; do
+        printf '%s ' "$(test_name "$b")"
+    done)"
+}
+
+# deps/condvar-6d26b1047cc019b6 -> condvar
+test_name() {
+    local base=${1##*/}
+    echo "${base%-*}"
+}
+
+# PID 1 of the guest. Mounts what the tests touch (/proc for wchan and current_exe, /dev/shm,
+# /tmp), runs the probe and every test binary with a sentinel line around each, powers off.
+write_init() {
+    cat >"$1" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox --install -s /bin
+export PATH=/bin HOME=/tmp TMPDIR=/tmp RUST_BACKTRACE=1
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/shm
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+# The host passes what this kernel is known to have as km_expect=+a,-b on the command line.
+for arg in $(cat /proc/cmdline); do
+    case $arg in km_expect=*) export FUTEXKIT_TEST_EXPECT_CAPS="${arg#km_expect=}" ;; esac
+done
+cd /tmp
+echo "KM-BOOTED $(uname -r) cpus $(nproc)"
+echo "KM-EXPECT ${FUTEXKIT_TEST_EXPECT_CAPS:-none}"
+echo "KM-PROBE-BEGIN"
+/km/probe
+echo "KM-PROBE-END rc=$?"
+for t in /km/tests/*; do
+    echo "KM-TEST-BEGIN ${t##*/}"
+    "$t" --test-threads=2
+    echo "KM-TEST-END ${t##*/} rc=$?"
+done
+echo "KM-ALL-DONE"
+poweroff -f
+EOF
+    chmod +x "$1"
+}
+
+# Copies BINARY and the shared libraries ldd names (dereferenced) under ROOT.
+copy_with_libs() {
+    local bin=$1 root=$2 dest=$3 lib
+    install -D -m 755 "$bin" "$root$dest"
+    for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do
+        [[ -e $root$lib ]] || cp -L --parents "$lib" "$root"
+    done
+}
+
+build_initramfs() {
+    local root=$CACHE/rootfs bin
+    rm -rf "$root"
+    mkdir -p "$root"/{bin,proc,sys,dev,tmp,km/tests}
+    cp "$(fetch_busybox)" "$root/bin/busybox"
+    write_init "$root/init"
+    copy_with_libs "$PROBE_BIN" "$root" /km/probe
+    for bin in "${TEST_BINS[@]}"; do
+        copy_with_libs "$bin" "$root" "/km/tests/$(test_name "$bin")"
+    done
+    (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$CACHE/initramfs.cpio.gz"
+    note "$CACHE/initramfs.cpio.gz: $(du -h "$CACHE/initramfs.cpio.gz" | cut -f1)"
+}
+
+QEMU_ACCEL=()
+# KVM only if /dev/kvm opens read-write and really boots a stock kernel: PVM's /dev/kvm (a
+# software hypervisor for nested guests, module kvm_pvm) opens fine but is built for PVM-aware
+# guests; a stock 6.1 was still in its decompressor after 120 s, where TCG reaches init in 4 s.
+choose_accel() {
+    local kernel=$1 why=
+    if [[ $ACCEL == tcg ]]; then
+        why="KM_ACCEL=tcg"
+    elif [[ ! -c /dev/kvm ]]; then
+        why="no /dev/kvm"
+    elif ! (: <>/dev/kvm) 2>/dev/null; then
+        why="/dev/kvm does not open read-write"
+    elif [[ -d /sys/module/kvm_pvm && $ACCEL != kvm ]]; then
+        why="/dev/kvm is PVM (kvm_pvm), which cannot run stock kernels at speed"
+    elif ! smoke_boot "$kernel"; then
+        why="a KVM smoke boot did not reach init in 60 s"
+    fi
+    if [[ -z $why ]]; then
+        QEMU_ACCEL=(-accel kvm -cpu host)
+        note "accelerator: KVM"
+    else
+        [[ $ACCEL != kvm ]] || die "KM_ACCEL=kvm but $why"
+        QEMU_ACCEL=(-accel "tcg,thread=multi" -cpu max)
+        note "accelerator: TCG (software emulation): $why"
+    fi
+}
+
+# Boots KERNEL under KVM with an init that only says hello.
+smoke_boot() {
+    local root=$CACHE/smoke
+    rm -rf "$root"
+    mkdir -p "$root/bin" "$root/proc"
+    cp "$(fetch_busybox)" "$root/bin/busybox"
+    printf '#!/bin/busybox sh\n/bin/busybox echo KM-SMOKE-OK\n/bin/busybox poweroff -f\n' \
+        >"$root/init"
+    chmod +x "$root/init"
+    (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$CACHE/smoke.cpio.gz"
+    timeout 60 qemu-system-x86_64 -accel kvm -cpu host -smp 2 -m 256M -nographic \
+        -no-reboot -kernel "$1" -initrd "$CACHE/smoke.cpio.gz" \
+        -append "console=ttyS0 quiet panic=-1" </dev/null >"$CACHE/smoke.log" 2>&1 || true
+    strip_terminal <"$CACHE/smoke.log" | grep -c '^KM-SMOKE-OK' >/dev/null
+}
+
+# Boots KERNEL with the test initramfs; the serial console goes to LOG.
+boot() {
+    local kernel=$1 log=$2 expect=$3
+    local append="console=ttyS0 quiet panic=-1"
+    [[ -z $expect ]] || append+=" km_expect=${expect// /,}"
+    timeout "$GUEST_TIMEOUT" qemu-system-x86_64 "${QEMU_ACCEL[@]}" -smp 2 -m 1G -nographic \
+        -no-reboot -kernel "$kernel" -initrd "$CACHE/initramfs.cpio.gz" -append "$append" \
+        </dev/null 2>&1 | strip_terminal >"$log" || true
+}
+
+# The console log without carriage returns and the firmware's terminal escapes.
+strip_terminal() {
+    tr -d '\r' | sed 's/\x1b[^A-Za-z]*[A-Za-z]//g'
+}
+
+# The same run on the host kernel, with the same sentinel lines.
+run_host() {
+    local log=$1 bin name rc
+    {
+        echo "KM-BOOTED $(uname -r) cpus $(nproc)"
+        echo "KM-PROBE-BEGIN"
+        rc=0
+        "$PROBE_BIN" || rc=$?
+        echo "KM-PROBE-END rc=$rc"
+        for bin in "${TEST_BINS[@]}"; do
+            name=$(test_name "$bin")
+            echo "KM-TEST-BEGIN $name"
+            rc=0
+            "$bin" --test-threads=2 2>&1 || rc=$?
+            echo "KM-TEST-END $name rc=$rc"
+        done
+        echo "KM-ALL-DONE"
+    } >"$log" 2>&1
+}
+
+RESULTS=()
+FAILED=0
+# Reads LOG: prints the probe table and each binary's result; records one RESULTS row.
+report() {
+    local target=$1 log=$2 secs=$3 accel=$4 expect=$5
+    local release probe_line passed=0 failed=0 problems=() name rc summary fallbacks verdict
+    release=$(sed -n 's/^KM-BOOTED \([^ ]*\).*/\1/p' "$log" | head -n1)
+    if [[ -z $release ]]; then
+        problems+=("did not boot to init")
+    fi
+    sed -n '/^KM-PROBE-BEGIN/,/^KM-PROBE-END/p' "$log" | grep -v '^KM-' | sed 's/^/    /'
+    grep -q '^KM-PROBE-END rc=0' "$log" || problems+=("probe example failed")
+    while read -r name; do
+        rc=$(sed -n "s/^KM-TEST-END $name rc=//p" "$log")
+        # A harness that re-runs itself (probe.rs) prints two result lines: the last is its own.
+        summary=$(sed -n "/^KM-TEST-BEGIN $name\$/,/^KM-TEST-END $name /p" "$log" |
+            grep '^test result:' | tail -n1)
+        printf '    %-10s rc=%-3s %s\n' "$name" "${rc:-?}" "${summary:-no result line}"
+        passed=$((passed + $(sed -n 's/.* \([0-9]*\) passed;.*/\1/p' <<<"$summary" | grep . || echo 0)))
+        failed=$((failed + $(sed -n 's/.* \([0-9]*\) failed;.*/\1/p' <<<"$summary" | grep . || echo 0)))
+        [[ $rc == 0 ]] || problems+=("$name exited ${rc:-without a sentinel (hung or crashed)}")
+    done < <(sed -n 's/^KM-TEST-BEGIN //p' "$log")
+    grep -q '^KM-ALL-DONE' "$log" || problems+=("did not finish (timeout ${GUEST_TIMEOUT}s or crash)")
+    if [[ -n $expect ]]; then
+        # tests/probe.rs compares; this only makes sure the guest was told.
+        note "expected: $expect (checked by tests/probe.rs)"
+        grep -qx "KM-EXPECT ${expect// /,}" "$log" || problems+=("the guest never saw km_expect")
+    fi
+    if ((${#problems[@]})); then
+        FAILED=1
+        grep -E '^(---- |thread .* panicked|failures:|test .* FAILED)' "$log" | head -n 40 |
+            sed 's/^/    | /' || true
+        note "FAILED on $target: $(IFS=';'; echo "${problems[*]}") (log: $log)"
+    fi
+    probe_line=$(probe_summary "$log")
+    fallbacks=$(fallbacks_of "$probe_line")
+    verdict="$passed passed, $failed failed"
+    ((${#problems[@]} == 0)) || verdict+=" (FAILED)"
+    RESULTS+=("$target|${release:-?}|$accel|${secs}s|$probe_line|${fallbacks:--}|$verdict")
+    TOTAL_PASSED=$((TOTAL_PASSED + passed))
+    TOTAL_FAILED=$((TOTAL_FAILED + failed))
+}
+TOTAL_PASSED=0
+TOTAL_FAILED=0
+
+# "a; b" for the absent ("-name") capabilities that have a fallback.
+fallbacks_of() {
+    local word out=()
+    for word in $1; do
+        [[ $word == -* ]] || continue
+        word=$(fallback_for "${word#-}")
+        [[ -z $word ]] || out+=("$word")
+    done
+    ((${#out[@]})) || return 0
+    printf '%s' "${out[0]}"
+    for word in "${out[@]:1}"; do printf '; %s' "$word"; done
+}
+
+# "+futex2 -waitv ..." from the probe table's yes/no/disabled column.
+probe_summary() {
+    sed -n '/^KM-PROBE-BEGIN/,/^KM-PROBE-END/p' "$1" |
+        awk '$2 == "yes" { printf "+%s ", $1 } $2 == "no" { printf "-%s ", $1 }
+             $2 == "disabled" { printf "!%s ", $1 }' | sed 's/ $//'
+}
+
+run_target() {
+    local target=$1 kernel log start series expect
+    log=$CACHE/logs/$target.log
+    mkdir -p "$CACHE/logs"
+    start=$SECONDS
+    if [[ $target == host ]]; then
+        step "host kernel $(uname -r): tests run natively"
+        run_host "$log"
+        report host "$log" $((SECONDS - start)) native ""
+        return
+    fi
+    step "$target: fetch linux-image-amd64's kernel"
+    if ! kernel=$(fetch_kernel "$target"); then
+        FAILED=1
+        note "could not fetch a kernel for $target (see $CACHE/debs/*.err)"
+        RESULTS+=("$target|?|-|-|not booted: no linux-image-amd64 in $target|-|-")
+        return
+    fi
+    note "$kernel"
+    ((${#QEMU_ACCEL[@]})) || choose_accel "$kernel"
+    series=$(basename "$kernel" | sed -n 's/^vmlinuz-\([0-9]*\.[0-9]*\).*/\1/p')
+    expect=$(expected_caps "$series")
+    step "$target: boot $(basename "$kernel") (${QEMU_ACCEL[*]:0:2}, -smp 2, timeout ${GUEST_TIMEOUT}s)"
+    start=$SECONDS
+    boot "$kernel" "$log" "$expect"
+    report "$target" "$log" $((SECONDS - start)) "${QEMU_ACCEL[1]%%,*}" "$expect"
+}
+
+print_table() {
+    local row
+    step "summary"
+    echo "| target | kernel | accel | time | detected | fallbacks that ran | tests |"
+    echo "|---|---|---|---|---|---|---|"
+    for row in "${RESULTS[@]}"; do
+        echo "| ${row//|/ | } |"
+    done
+}
+
+main() {
+    local targets=("$@") target needs_guest=0
+    ((${#targets[@]})) || targets=("${DEFAULT_TARGETS[@]}")
+    for target in "${targets[@]}"; do [[ $target == host ]] || needs_guest=1; done
+    mkdir -p "$CACHE"
+    step "build test binaries and the probe example"
+    build_binaries
+    if ((needs_guest)); then
+        step "install qemu and cpio where missing"
+        install_tools
+        step "apt lists for the kernels' suites"
+        apt_setup
+        step "initramfs: busybox init, probe, test binaries and their shared libraries"
+        build_initramfs
+    fi
+    for target in "${targets[@]}"; do
+        run_target "$target"
+    done
+    print_table
+    # The closing line CI reads.
+    echo "kernel-matrix: $TOTAL_PASSED passed, $TOTAL_FAILED failed"
+    ((FAILED == 0)) || die "at least one kernel failed (logs in $CACHE/logs)"
+}
+
+main "$@"
