@@ -1,8 +1,10 @@
 //! Runs the `kvserver` example's server on each lock library in turn, loads it with the
 //! `kvload` example's generator at several client counts, and prints one table: backend,
-//! ops/s, p50, p99, p99.9, and futexkit against the better of std and parking_lot.
+//! ops/s, p50, p99, p99.9; then futexkit against the better of std and parking_lot, from the
+//! table and paired round by round (a drifting shared machine moves all backends of a round
+//! together, so the paired ratio is the steadier one).
 //!
-//! `cargo run --release --example kvcompare -- [--clients 4,16,64] [--seconds 3]
+//! `cargo run --release --example kvcompare -- [--clients 4,16,64] [--seconds 1.5]
 //! [--rounds 3] [--workers 4] [--backends futexkit,std,parking_lot]`
 //!
 //! Each measurement starts a fresh server in a child process (this program, re-run with
@@ -42,7 +44,7 @@ fn main() {
             .map(|n| n.parse().expect("--clients 4,16,64"))
             .collect()
     });
-    let seconds: f64 = flag("--seconds").map_or(3.0, |s| s.parse().expect("--seconds S"));
+    let seconds: f64 = flag("--seconds").map_or(1.5, |s| s.parse().expect("--seconds S"));
     let rounds: usize = flag("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
     let backends: Vec<Backend> = flag("--backends").map_or(Backend::ALL.to_vec(), |list| {
         list.split(',')
@@ -77,6 +79,7 @@ fn main() {
                 }
                 let runs = &mut results[ci][bi];
                 runs.ops_per_sec.push(report.ops_per_sec());
+                runs.p99.push(report.latency.value_at_quantile(0.99) as f64);
                 runs.latency.add(&report.latency).expect("same bounds");
                 runs.errors += report.errors;
             }
@@ -86,58 +89,84 @@ fn main() {
     println!();
     println!("| clients | backend | ops/s | p50 | p99 | p99.9 |");
     println!("|---|---|---|---|---|---|");
-    let mut summary = Vec::new();
     let mut wrong = 0;
     for (ci, &n) in clients.iter().enumerate() {
-        let mut rows = Vec::new();
         for (bi, &backend) in backends.iter().enumerate() {
-            let runs = &mut results[ci][bi];
+            let runs = &results[ci][bi];
             wrong += runs.errors;
-            runs.ops_per_sec.sort_by(f64::total_cmp);
-            let median = runs.ops_per_sec[runs.ops_per_sec.len() / 2];
             let q = |q: f64| Duration::from_nanos(runs.latency.value_at_quantile(q));
             println!(
-                "| {n} | {backend} | {median:.0} | {} | {} | {} |",
+                "| {n} | {backend} | {:.0} | {} | {} | {} |",
+                median(runs.ops_per_sec.clone()),
                 us(q(0.5)),
                 us(q(0.99)),
                 us(q(0.999))
             );
-            rows.push((backend, median, q(0.99)));
-        }
-        let fk = rows.iter().find(|r| r.0 == Backend::Futexkit);
-        let others = rows.iter().filter(|r| r.0 != Backend::Futexkit);
-        let best_ops = others
-            .clone()
-            .map(|r| r.1)
-            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
-        let best_p99 = others.map(|r| r.2).min();
-        if let (Some(fk), Some(best_ops), Some(best_p99)) = (fk, best_ops, best_p99) {
-            summary.push((
-                n,
-                fk.1 / best_ops,
-                best_p99.as_secs_f64() / fk.2.as_secs_f64(),
-            ));
         }
     }
-    if !summary.is_empty() {
-        println!();
-        println!("futexkit against the better of the others (above 1.00: futexkit ahead)");
-        println!();
-        println!("| clients | ops/s: futexkit / best | p99: best / futexkit |");
-        println!("|---|---|---|");
-        for (n, ops, p99) in summary {
-            println!("| {n} | {ops:.2} | {p99:.2} |");
-        }
+    let Some(fk) = backends.iter().position(|&b| b == Backend::Futexkit) else {
+        return finish(wrong);
+    };
+    if backends.len() < 2 {
+        return finish(wrong);
     }
+    println!();
+    println!(
+        "futexkit against the better of the others (above 1.00: futexkit ahead); from the \
+         table, and paired within each round (median [lowest, highest] over rounds)"
+    );
+    println!();
+    println!("| clients | ops/s fk / best | p99 best / fk | per round: ops/s | per round: p99 |");
+    println!("|---|---|---|---|---|");
+    for (ci, &n) in clients.iter().enumerate() {
+        let row = &results[ci];
+        let others = || {
+            (0..backends.len())
+                .filter(|&bi| bi != fk)
+                .map(|bi| &row[bi])
+        };
+        let best_ops = others()
+            .map(|r| median(r.ops_per_sec.clone()))
+            .fold(0.0, f64::max);
+        let q99 = |r: &Runs| r.latency.value_at_quantile(0.99) as f64;
+        let best_p99 = others().map(q99).fold(f64::INFINITY, f64::min);
+        let per_round = |f: &dyn Fn(usize) -> f64| -> String {
+            let mut v: Vec<f64> = (0..rounds).map(f).collect();
+            v.sort_by(f64::total_cmp);
+            format!("{:.2} [{:.2}, {:.2}]", v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        let ops_rounds = per_round(&|r| {
+            row[fk].ops_per_sec[r] / others().map(|o| o.ops_per_sec[r]).fold(0.0, f64::max)
+        });
+        let p99_rounds = per_round(&|r| {
+            others().map(|o| o.p99[r]).fold(f64::INFINITY, f64::min) / row[fk].p99[r]
+        });
+        println!(
+            "| {n} | {:.2} | {:.2} | {ops_rounds} | {p99_rounds} |",
+            median(row[fk].ops_per_sec.clone()) / best_ops,
+            best_p99 / q99(&row[fk]),
+        );
+    }
+    finish(wrong);
+}
+
+fn finish(wrong: u64) {
     if wrong > 0 {
         println!("\n{wrong} connections saw a wrong reply or an I/O error (see above)");
         std::process::exit(1);
     }
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// One backend at one client count, over the rounds.
 struct Runs {
     ops_per_sec: Vec<f64>,
+    /// Each round's p99, in nanoseconds.
+    p99: Vec<f64>,
     latency: hdrhistogram::Histogram<u64>,
     errors: u64,
 }
@@ -146,6 +175,7 @@ impl Default for Runs {
     fn default() -> Self {
         Runs {
             ops_per_sec: Vec::new(),
+            p99: Vec::new(),
             latency: load::histogram(),
             errors: 0,
         }
