@@ -8,6 +8,7 @@
 //! sleepers  u32             waiters asleep (or about to be) on `seq`: notify makes no
 //!                           syscall when it is 0
 //! mutex     usize           address of the mutex's futex word, bound by the first wait
+//! requeues  u32             bumped (wrapping) by every notify_all before it requeues
 //! ```
 //!
 //! * Wait: read `seq` while holding the mutex, unlock, spin briefly (the shared policy) for
@@ -21,8 +22,13 @@
 //!   broadcast costs one wake instead of a stampede (rust-lang/rust#98707). The mutex word is
 //!   passed by address only, as a waiter may return and drop the mutex meanwhile. Before the
 //!   first wait, when the value moved under us, or when the kernel refuses, it wakes everyone.
-//! * A waiter that slept may have been moved, so it relocks through
-//!   `RawMutex::lock_after_requeue`; one that never slept relocks plainly.
+//! * A waiter that slept while `requeues` moved may have been moved, so it relocks through
+//!   `RawMutex::lock_after_requeue` (which marks the mutex so that unlocks keep waking); any
+//!   other waiter relocks plainly, sparing the mutex's next unlock a syscall. A requeue moves
+//!   only sleepers whose sleep began before its notify bumped `seq`, and the notify bumps
+//!   `requeues` after `seq` behind the same SeqCst fence pair as `sleepers`: a waiter that reads
+//!   `requeues` before it sleeps either sees `seq` bumped (and does not sleep) or reads a value
+//!   that the requeue's bump then changes.
 
 use core::fmt;
 use core::sync::atomic::AtomicUsize;
@@ -62,6 +68,7 @@ pub struct Condvar {
     sleepers: AtomicU32,
     /// The bound mutex's futex word, as an address (0 until the first wait).
     mutex: AtomicUsize,
+    requeues: AtomicU32,
     spinner: Spinner,
 }
 
@@ -98,6 +105,7 @@ impl Condvar {
             seq: Futex::new(0),
             sleepers: AtomicU32::new(0),
             mutex: AtomicUsize::new(0),
+            requeues: AtomicU32::new(0),
             spinner: Spinner::new(),
         }
     }
@@ -109,6 +117,7 @@ impl Condvar {
             seq: Futex::new(0),
             sleepers: AtomicU32::new(0),
             mutex: AtomicUsize::new(0),
+            requeues: AtomicU32::new(0),
             spinner: Spinner::new(),
         }
     }
@@ -211,6 +220,7 @@ impl Condvar {
         }
         let mutex = self.mutex.load(Ordering::Relaxed) as *const Futex;
         if sleepers > 1 && !mutex.is_null() {
+            self.requeues.fetch_add(1, Ordering::Relaxed);
             // On ValueChanged (another notify moved the value) or a refusal, wake everyone.
             if self
                 .seq
@@ -262,12 +272,21 @@ impl Condvar {
         }
         self.sleepers.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
+        let requeues = self.requeues.load(Ordering::Relaxed);
         let result = if self.seq.load(Ordering::Relaxed) == seq {
             self.seq.wait(seq, deadline)
         } else {
             Err(Error::ValueChanged)
         };
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        let maybe_moved = self.requeues.load(Ordering::Relaxed) != requeues;
+        let relock = || {
+            if maybe_moved {
+                raw.lock_after_requeue();
+            } else {
+                raw.lock();
+            }
+        };
         if result.is_ok() {
             // A notify that came soon after the spin gave up teaches the spinner to wait longer.
             self.spinner.record_sleep(start.elapsed());
@@ -279,13 +298,13 @@ impl Condvar {
                 false
             }
             Err(Error::TimedOut) => {
-                raw.lock_after_requeue();
+                relock();
                 // A waiter moved onto a busy mutex can time out there after its notify came:
                 // report a notify that came as such, as std would.
                 self.seq.load(Ordering::Relaxed) == seq
             }
             _ => {
-                raw.lock_after_requeue();
+                relock();
                 false
             }
         }

@@ -1,6 +1,8 @@
 //! FlipCall: bytes both ways at every size, shutdown at every blocking point, timeouts, roles,
 //! a lying peer, and peers in other processes (fork, exec with a passed fd, SIGKILL).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
