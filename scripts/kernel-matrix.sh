@@ -171,7 +171,7 @@ test_name() {
 }
 
 # PID 1 of the guest. Mounts what the tests touch (/proc for wchan and current_exe, /dev/shm,
-# /tmp), runs the probe and every test binary with a sentinel line around each, powers off.
+# /tmp), brings up loopback, runs the probe and every test binary with a sentinel line around each, powers off.
 write_init() {
     cat >"$1" <<'EOF'
 #!/bin/busybox sh
@@ -183,6 +183,8 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/shm
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /tmp
+# tests/kvserver.rs serves on loopback, which starts down in a bare initramfs.
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 # The host passes what this kernel is known to have as km_expect=+a,-b on the command line.
 for arg in $(cat /proc/cmdline); do
     case $arg in km_expect=*) export FUTEXKIT_TEST_EXPECT_CAPS="${arg#km_expect=}" ;; esac
