@@ -1,106 +1,16 @@
 //! Condvar workloads shared by `benches/condvar.rs` and `examples/condvar.rs`: futexkit's
-//! Mutex + Condvar, std's and parking_lot's, through one small adapter so every workload is
-//! written once.
+//! Mutex + Condvar, std's and parking_lot's, through one small adapter (`locks.rs`) so every
+//! workload is written once.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::sync::{Condvar as StdCondvar, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use futexkit::{Condvar as FkCondvar, Mutex as FkMutex};
-
-/// A Mutex + Condvar family.
-pub trait Backend: 'static {
-    const NAME: &'static str;
-    type M<T: Send + 'static>: Send + Sync;
-    type C: Send + Sync;
-    fn mutex<T: Send + 'static>(value: T) -> Self::M<T>;
-    fn condvar() -> Self::C;
-    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R;
-    /// Waits on `c` while `wait` holds, then runs `then` under the same lock.
-    fn wait_while<T: Send + 'static, R>(
-        m: &Self::M<T>,
-        c: &Self::C,
-        wait: impl FnMut(&mut T) -> bool,
-        then: impl FnOnce(&mut T) -> R,
-    ) -> R;
-    fn notify_one(c: &Self::C);
-    fn notify_all(c: &Self::C);
-}
-
-pub struct Futexkit;
-pub struct Std;
-pub struct ParkingLot;
-
-/// futexkit and std share one API shape (futexkit is a drop-in), so one body serves both.
-macro_rules! std_shaped_backend {
-    ($backend:ident, $name:literal, $mutex:ident, $condvar:ident) => {
-        impl Backend for $backend {
-            const NAME: &'static str = $name;
-            type M<T: Send + 'static> = $mutex<T>;
-            type C = $condvar;
-            fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
-                $mutex::new(value)
-            }
-            fn condvar() -> Self::C {
-                $condvar::new()
-            }
-            fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
-                f(&mut m.lock().unwrap())
-            }
-            fn wait_while<T: Send + 'static, R>(
-                m: &Self::M<T>,
-                c: &Self::C,
-                wait: impl FnMut(&mut T) -> bool,
-                then: impl FnOnce(&mut T) -> R,
-            ) -> R {
-                then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
-            }
-            fn notify_one(c: &Self::C) {
-                c.notify_one();
-            }
-            fn notify_all(c: &Self::C) {
-                c.notify_all();
-            }
-        }
-    };
-}
-
-std_shaped_backend!(Futexkit, "futexkit", FkMutex, FkCondvar);
-std_shaped_backend!(Std, "std", StdMutex, StdCondvar);
-
-impl Backend for ParkingLot {
-    const NAME: &'static str = "parking_lot";
-    type M<T: Send + 'static> = parking_lot::Mutex<T>;
-    type C = parking_lot::Condvar;
-    fn mutex<T: Send + 'static>(value: T) -> Self::M<T> {
-        parking_lot::Mutex::new(value)
-    }
-    fn condvar() -> Self::C {
-        parking_lot::Condvar::new()
-    }
-    fn with<T: Send + 'static, R>(m: &Self::M<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut m.lock())
-    }
-    fn wait_while<T: Send + 'static, R>(
-        m: &Self::M<T>,
-        c: &Self::C,
-        wait: impl FnMut(&mut T) -> bool,
-        then: impl FnOnce(&mut T) -> R,
-    ) -> R {
-        let mut guard = m.lock();
-        c.wait_while(&mut guard, wait);
-        then(&mut guard)
-    }
-    fn notify_one(c: &Self::C) {
-        c.notify_one();
-    }
-    fn notify_all(c: &Self::C) {
-        c.notify_all();
-    }
-}
+#[path = "locks.rs"]
+mod locks;
+pub use locks::{Futexkit, Locks as Backend, ParkingLot, Std};
 
 /// Producer/consumer ping-pong: two threads pass a turn through one Mutex + Condvar. Returns
 /// the total time of `rounds` round trips.
@@ -208,9 +118,9 @@ pub fn broadcast<B: Backend>(waiters: usize, rounds: usize) -> Broadcast {
 /// `items` items in all; returns the wall time.
 pub fn bounded_queue<B: Backend>(pairs: usize, items: usize, capacity: usize) -> Duration {
     struct Queue<B: Backend> {
-        items: B::M<VecDeque<usize>>,
-        not_empty: B::C,
-        not_full: B::C,
+        items: B::Mutex<VecDeque<usize>>,
+        not_empty: B::Condvar,
+        not_full: B::Condvar,
     }
     let q = Arc::new(Queue::<B> {
         items: B::mutex(VecDeque::with_capacity(capacity)),
@@ -259,9 +169,9 @@ pub fn hackbench<B: Backend>(groups: usize, loops: usize) -> Duration {
     const FDS: usize = 20;
     const CAPACITY: usize = 64;
     struct Inbox<B: Backend> {
-        queue: B::M<VecDeque<u32>>,
-        not_empty: B::C,
-        not_full: B::C,
+        queue: B::Mutex<VecDeque<u32>>,
+        not_empty: B::Condvar,
+        not_full: B::Condvar,
     }
     let barrier = Arc::new(std::sync::Barrier::new(groups * FDS * 2 + 1));
     let mut threads = Vec::new();

@@ -1,10 +1,10 @@
 //! The one place the key-value server names a lock library: std's `Mutex`/`Condvar`,
-//! futexkit's, or parking_lot's, behind one small trait, picked at start-up by [`Backend`].
+//! futexkit's, or parking_lot's, behind one small trait (`benches/common/locks.rs`, shared with
+//! the condvar benches), picked at start-up by [`Backend`].
 //!
 //! futexkit is a drop-in for `std::sync`, so one macro body serves both: the only difference
 //! between the two impls is the path the types come from (`std::sync` or `futexkit`), which is
-//! the one-line change a user makes in their own server. parking_lot's API has no poisoning
-//! and a different `wait_while` signature, so it gets its own short impl.
+//! the one-line change a user makes in their own server.
 #![allow(dead_code)]
 
 use std::fmt;
@@ -51,94 +51,8 @@ impl FromStr for Backend {
     }
 }
 
-/// A Mutex + Condvar family. The server is generic over it and uses nothing else to
-/// synchronise threads.
-pub trait Locks: Send + Sync + 'static {
-    type Mutex<T: Send + 'static>: Send + Sync;
-    type Condvar: Send + Sync;
-    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T>;
-    fn condvar() -> Self::Condvar;
-    /// Runs `f` with the lock held.
-    fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R;
-    /// Locks `m`, waits on `c` while `wait` holds, then runs `then` with the lock still held.
-    fn wait_while<T: Send + 'static, R>(
-        m: &Self::Mutex<T>,
-        c: &Self::Condvar,
-        wait: impl FnMut(&mut T) -> bool,
-        then: impl FnOnce(&mut T) -> R,
-    ) -> R;
-    fn notify_one(c: &Self::Condvar);
-    fn notify_all(c: &Self::Condvar);
-}
-
-pub struct Std;
-pub struct Futexkit;
-pub struct ParkingLot;
-
-/// One body for every library with std's API: `lock()` and `wait_while` return a
-/// `LockResult`. A poisoned lock means a server thread panicked mid-update; the server treats
-/// that as fatal, as most std users do.
-macro_rules! std_shaped {
-    ($backend:ident, $($path:ident)::+) => {
-        impl Locks for $backend {
-            type Mutex<T: Send + 'static> = $($path)::+::Mutex<T>;
-            type Condvar = $($path)::+::Condvar;
-            fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
-                Self::Mutex::new(value)
-            }
-            fn condvar() -> Self::Condvar {
-                Self::Condvar::new()
-            }
-            fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-                f(&mut m.lock().unwrap())
-            }
-            fn wait_while<T: Send + 'static, R>(
-                m: &Self::Mutex<T>,
-                c: &Self::Condvar,
-                wait: impl FnMut(&mut T) -> bool,
-                then: impl FnOnce(&mut T) -> R,
-            ) -> R {
-                then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
-            }
-            fn notify_one(c: &Self::Condvar) {
-                c.notify_one();
-            }
-            fn notify_all(c: &Self::Condvar) {
-                c.notify_all();
-            }
-        }
-    };
-}
-
-std_shaped!(Std, std::sync);
-std_shaped!(Futexkit, futexkit);
-
-impl Locks for ParkingLot {
-    type Mutex<T: Send + 'static> = parking_lot::Mutex<T>;
-    type Condvar = parking_lot::Condvar;
-    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
-        parking_lot::Mutex::new(value)
-    }
-    fn condvar() -> Self::Condvar {
-        parking_lot::Condvar::new()
-    }
-    fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut m.lock())
-    }
-    fn wait_while<T: Send + 'static, R>(
-        m: &Self::Mutex<T>,
-        c: &Self::Condvar,
-        wait: impl FnMut(&mut T) -> bool,
-        then: impl FnOnce(&mut T) -> R,
-    ) -> R {
-        let mut guard = m.lock();
-        c.wait_while(&mut guard, wait);
-        then(&mut guard)
-    }
-    fn notify_one(c: &Self::Condvar) {
-        c.notify_one();
-    }
-    fn notify_all(c: &Self::Condvar) {
-        c.notify_all();
-    }
-}
+#[path = "../../benches/common/locks.rs"]
+mod locks;
+/// The Mutex + Condvar family the server is generic over; it uses nothing else to synchronise
+/// threads.
+pub use locks::{Futexkit, Locks, ParkingLot, Std};

@@ -1,0 +1,103 @@
+//! One Mutex + Condvar family per lock library (futexkit, std, parking_lot) behind one small
+//! trait, so a workload is written once and run on each. Shared by the condvar benches and
+//! examples (`benches/common/condvar.rs`) and the key-value server (`examples/kvserver/`).
+//!
+//! futexkit is a drop-in for `std::sync`, so one macro body serves both: the two impls differ
+//! only in the path the types come from, which is the one-line change a user makes. parking_lot
+//! has no poisoning and a different `wait_while`, so it gets its own short impl.
+#![allow(dead_code)]
+
+/// A Mutex + Condvar family.
+pub trait Locks: Send + Sync + 'static {
+    /// The library's name, as tables print it.
+    const NAME: &'static str;
+    type Mutex<T: Send + 'static>: Send + Sync;
+    type Condvar: Send + Sync;
+    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T>;
+    fn condvar() -> Self::Condvar;
+    /// Runs `f` with the lock held.
+    fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R;
+    /// Locks `m`, waits on `c` while `wait` holds, then runs `then` with the lock still held.
+    fn wait_while<T: Send + 'static, R>(
+        m: &Self::Mutex<T>,
+        c: &Self::Condvar,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R;
+    fn notify_one(c: &Self::Condvar);
+    fn notify_all(c: &Self::Condvar);
+}
+
+pub struct Futexkit;
+pub struct Std;
+pub struct ParkingLot;
+
+/// One body for every library with std's API: `lock()` and `wait_while` return a
+/// `LockResult`. A poisoned lock means a thread panicked mid-update; the users of this module
+/// treat that as fatal, as most std users do.
+macro_rules! std_shaped {
+    ($backend:ident, $name:literal, $($path:ident)::+) => {
+        impl Locks for $backend {
+            const NAME: &'static str = $name;
+            type Mutex<T: Send + 'static> = $($path)::+::Mutex<T>;
+            type Condvar = $($path)::+::Condvar;
+            fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+                Self::Mutex::new(value)
+            }
+            fn condvar() -> Self::Condvar {
+                Self::Condvar::new()
+            }
+            fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+                f(&mut m.lock().unwrap())
+            }
+            fn wait_while<T: Send + 'static, R>(
+                m: &Self::Mutex<T>,
+                c: &Self::Condvar,
+                wait: impl FnMut(&mut T) -> bool,
+                then: impl FnOnce(&mut T) -> R,
+            ) -> R {
+                then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
+            }
+            fn notify_one(c: &Self::Condvar) {
+                c.notify_one();
+            }
+            fn notify_all(c: &Self::Condvar) {
+                c.notify_all();
+            }
+        }
+    };
+}
+
+std_shaped!(Futexkit, "futexkit", futexkit);
+std_shaped!(Std, "std", std::sync);
+
+impl Locks for ParkingLot {
+    const NAME: &'static str = "parking_lot";
+    type Mutex<T: Send + 'static> = parking_lot::Mutex<T>;
+    type Condvar = parking_lot::Condvar;
+    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+        parking_lot::Mutex::new(value)
+    }
+    fn condvar() -> Self::Condvar {
+        parking_lot::Condvar::new()
+    }
+    fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut m.lock())
+    }
+    fn wait_while<T: Send + 'static, R>(
+        m: &Self::Mutex<T>,
+        c: &Self::Condvar,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        let mut guard = m.lock();
+        c.wait_while(&mut guard, wait);
+        then(&mut guard)
+    }
+    fn notify_one(c: &Self::Condvar) {
+        c.notify_one();
+    }
+    fn notify_all(c: &Self::Condvar) {
+        c.notify_all();
+    }
+}
