@@ -150,24 +150,17 @@ fn serve(fd: i32) {
     let window = PacketWindow::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).expect("window");
     let mut server = Endpoint::server(&window).expect("server endpoint");
     let mut buffer = vec![0u8; window.capacity()];
-    let mut len = match server.recv_first() {
-        Ok(len) => len,
-        Err(_) => return,
-    };
-    loop {
-        if len > 0 && server.data()[0] == HANG {
+    let hang_on_request = |request: &[u8]| {
+        if request.first() == Some(&HANG) {
             std::thread::sleep(Duration::from_secs(3600));
         }
-        buffer[..len].copy_from_slice(&server.data()[..len]);
-        server.data_mut()[..len].copy_from_slice(&buffer[..len]);
-        len = match server.send_recv(len) {
-            Ok(len) => len,
-            Err(Error::Shutdown) => return,
-            Err(err) => {
-                eprintln!("server: {err}");
-                std::process::exit(1);
-            }
-        };
+    };
+    match flipcall::serve_echo(&mut server, &mut buffer, hang_on_request) {
+        Ok(()) | Err(Error::Shutdown) => {}
+        Err(err) => {
+            eprintln!("server: {err}");
+            std::process::exit(1);
+        }
     }
 }
 

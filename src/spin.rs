@@ -88,6 +88,31 @@ impl Spinner {
         self.spin_slow(&mut done)
     }
 
+    /// Spins while `word` holds `expected`, then sleeps on it; learns from the sleep. `Ok(())`
+    /// once the word changed or a wake arrived (possibly spuriously: re-check).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`](crate::futex::Error::TimedOut) at the deadline.
+    pub fn wait_on<S: crate::futex::Scope>(
+        &self,
+        word: &crate::futex::Futex<S>,
+        expected: u32,
+        deadline: Option<crate::futex::Deadline>,
+    ) -> Result<(), crate::futex::Error> {
+        if self.spin_until(|| word.load(Ordering::Acquire) != expected) {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let result = match word.wait(expected, deadline) {
+            // It changed between the spin and the sleep: that is what we waited for.
+            Err(crate::futex::Error::ValueChanged) => Ok(()),
+            other => other,
+        };
+        self.record_sleep(start.elapsed());
+        result
+    }
+
     /// Tells the spinner how a wait that had to sleep turned out: `waited` is the whole wait,
     /// spinning included. A short wait teaches it to spin longer next time; one beyond the cap
     /// teaches it to spin less.
@@ -305,9 +330,9 @@ pub fn wait_on_owner<S: crate::futex::Scope>(
     spinner: &Spinner,
     deadline: Option<crate::futex::Deadline>,
 ) -> Result<(), crate::futex::Error> {
-    use crate::futex::Error;
     #[cfg(not(loom))]
     if crate::capabilities().has(crate::futex::Capability::Spin) {
+        use crate::futex::Error;
         match crate::futex::futex2::wait_spinning_on_owner(word, owner_tid, deadline) {
             Err(Error::ValueChanged) => return Ok(()),
             // The probe said yes but the call disagrees: use the user-space policy.
@@ -315,14 +340,5 @@ pub fn wait_on_owner<S: crate::futex::Scope>(
             other => return other,
         }
     }
-    if spinner.spin_until(|| word.load(Ordering::Acquire) != owner_tid) {
-        return Ok(());
-    }
-    let start = Instant::now();
-    let result = match word.wait(owner_tid, deadline) {
-        Err(Error::ValueChanged) => Ok(()),
-        other => other,
-    };
-    spinner.record_sleep(start.elapsed());
-    result
+    spinner.wait_on(word, owner_tid, deadline)
 }

@@ -175,7 +175,7 @@ pub fn swap_in<S: Scope>(
             if wait_on.load(Ordering::Acquire) != expected {
                 return Err(Error::ValueChanged);
             }
-            THREAD_SPINNER.with(|spinner| wait_spinning(spinner, wait_on, expected, deadline))
+            THREAD_SPINNER.with(|spinner| spinner.wait_on(wait_on, expected, deadline))
         }
     }
 }
@@ -184,27 +184,6 @@ std::thread_local! {
     /// Raw [`swap`] has nowhere to keep per-word state, so it learns per thread: a thread in a
     /// hand-off loop sees consistent partner latencies.
     static THREAD_SPINNER: Spinner = const { Spinner::new() };
-}
-
-/// Spins while `word` holds `expected` (adaptively, via `spinner`), then sleeps on it.
-/// `Ok(())` once the word changed or a wake arrived.
-fn wait_spinning<S: Scope>(
-    spinner: &Spinner,
-    word: &Futex<S>,
-    expected: u32,
-    deadline: Option<Deadline>,
-) -> Result<(), Error> {
-    if spinner.spin_until(|| word.load(Ordering::Acquire) != expected) {
-        return Ok(());
-    }
-    let start = Instant::now();
-    let result = match word.wait(expected, deadline) {
-        // It changed between the spin and the sleep: that is the hand-off arriving.
-        Err(Error::ValueChanged) => Ok(()),
-        other => other,
-    };
-    spinner.record_sleep(start.elapsed());
-    result
 }
 
 #[cfg(not(loom))]

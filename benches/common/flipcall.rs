@@ -186,10 +186,16 @@ fn spawn_server(placement: Placement, serve: impl FnOnce() + Send + 'static) -> 
     }
 }
 
-/// Echoes every request back (copied out and in again) until the channel stops.
-pub fn serve_echo(server: &mut Endpoint, buffer: &mut [u8]) -> Result<(), Error> {
+/// Echoes every request back (copied out and in again) until the channel stops; `on_request`
+/// sees each request first.
+pub fn serve_echo(
+    server: &mut Endpoint,
+    buffer: &mut [u8],
+    mut on_request: impl FnMut(&[u8]),
+) -> Result<(), Error> {
     let mut len = server.recv_first()?;
     loop {
+        on_request(&server.data()[..len]);
         buffer[..len].copy_from_slice(&server.data()[..len]);
         server.data_mut()[..len].copy_from_slice(&buffer[..len]);
         len = server.send_recv(len)?;
@@ -202,7 +208,7 @@ fn start_flipcall(placement: Placement) -> Client {
         Placement::Thread => {
             let (client, mut server) = flipcall::pair(MAX_PAYLOAD).unwrap();
             let handle = std::thread::spawn(move || {
-                let _ = serve_echo(&mut server, &mut server_buffer);
+                let _ = serve_echo(&mut server, &mut server_buffer, |_| {});
             });
             (client, Server::Thread(Some(handle)))
         }
@@ -213,7 +219,7 @@ fn start_flipcall(placement: Placement) -> Client {
             // (shutting the channel down) in the parent.
             let server = spawn_server(placement, move || {
                 if let Ok(mut server) = Endpoint::server(&window) {
-                    let _ = serve_echo(&mut server, &mut server_buffer);
+                    let _ = serve_echo(&mut server, &mut server_buffer, |_| {});
                     // A forked child leaves without destructors: the parent owns the channel.
                     std::mem::forget(server);
                 }
