@@ -8,26 +8,38 @@
 //! bit 2      HANDED             locked, and reserved for a waiter woken to take it
 //! bit 3      WAKING             a woken waiter has not run yet: do not wake another
 //! bit 4      REQUEUED           a Condvar may have moved sleepers here that `parked` omits
-//! bits 5..31 parked             how many waiters sleep (or are about to) on this word
+//! bit 5      WAKE_PENDING       the owner is in its wake call: nobody sleeps on this value
+//! bit 6      WAKE_SPENT         a wake found nobody asleep: clear before sleeping; no wakes
+//! bits 7..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
 //!
 //! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Anything else
 //!   is `#[cold]`.
-//! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex, bounded,
-//!   a few spinners at most, none on one CPU or when oversubscribed), and only while nobody is
-//!   parked; then register in `parked` and sleep on the word. Because `parked` is exact, unlock
-//!   makes a wake syscall only when someone sleeps, and wakes exactly one; `WAKING` keeps the
-//!   unlocks that follow from waking more while the woken waiter is still being scheduled (on a
-//!   VM that takes tens of microseconds, in which a running thread unlocks many times). Every
-//!   registered waiter clears `WAKING` when it unregisters, so it never outlives its wake.
-//! * No sleeper is ever stranded. An unlock that wakes sets `WAKING` while it still owns the
-//!   lock (so the word is alive and only it can set the bit), wakes one, and then: if someone
-//!   woke, releases and leaves `WAKING` to that waiter (or, if the waiter already came back
-//!   and cleared it, goes round again); if nobody was asleep, withdraws `WAKING` together with
-//!   the release in one `FUTEX_WAKE_OP` that also wakes anyone who fell asleep meanwhile. So
-//!   `WAKING` is set only while an unlock is in progress or a woken waiter is on its way, and
-//!   no waiter can sleep on a value that recurs after its wake was spent (ABA). Nobody
-//!   registers while `HANDED` is set, for the same reason (below).
+//! * Contended lock: wait actively through the shared policy ([`crate::spin`]): spin (learned
+//!   per mutex, bounded, a few spinners at most, none on one CPU or when oversubscribed, and
+//!   not past parked waiters), looking at the word only every few hundred nanoseconds and
+//!   taking the lock whenever it is seen free, then yield the CPU a few times; only then
+//!   register in `parked` and sleep on the word. A waiter that sleeps costs some later unlock
+//!   a wake call, so with an owner that relocks at once, waiting actively is what keeps the
+//!   owner on its fast path (as parking_lot's spin-then-yield does). A long wait teaches the
+//!   spinner to spin less only if the lock was never seen free meanwhile (a long critical
+//!   section, not an owner that keeps winning the race).
+//! * Because `parked` is exact, unlock makes a wake call only when someone is registered, and
+//!   wakes exactly one; `WAKING` keeps the unlocks that follow from waking more while the woken
+//!   waiter is still being scheduled (on a VM that takes tens of microseconds, in which a
+//!   running thread unlocks many times). Every registered waiter clears `WAKING`,
+//!   `WAKE_PENDING` and `WAKE_SPENT` when it unregisters, so none outlives its wake.
+//! * No sleeper is ever stranded. An unlock that wakes sets `WAKE_PENDING` while it still owns
+//!   the lock (so the word is alive and only it can set the bit), wakes one, and then: if
+//!   someone woke, releases and turns `WAKE_PENDING` into `WAKING` for that waiter (or, if a
+//!   returning waiter already cleared it, goes round again). If nobody was asleep, every
+//!   registered waiter is between registering and sleeping: nobody sleeps on a value with
+//!   `WAKE_PENDING` (they yield for the length of the wake call), so the unlock releases with
+//!   `WAKE_SPENT`, which each of them clears before it sleeps; until then unlocks do not wake
+//!   in vain (without it, an owner relocking in a loop paid a wake on nearly every unlock
+//!   while a waiter got to sleep). If a returning waiter cleared `WAKE_PENDING` meanwhile,
+//!   someone may have slept since, so the release and a wake go in one `FUTEX_WAKE_OP`
+//!   instead. Nobody registers while `HANDED` is set, for the same reason (below).
 //! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
 //!   `HANDOFF_REQUESTED`. The next unlock (at most one per `STARVATION_LIMIT` per mutex, as
 //!   parking_lot's eventual fairness, so hand-offs cannot become a convoy) keeps the word
@@ -65,7 +77,12 @@ const HANDOFF_REQUESTED: u32 = 2;
 const HANDED: u32 = 4;
 const WAKING: u32 = 8;
 const REQUEUED: u32 = 16;
-const ONE_PARKED: u32 = 32;
+const WAKE_PENDING: u32 = 32;
+const WAKE_SPENT: u32 = 64;
+const ONE_PARKED: u32 = 128;
+/// What a waiter that returns from a wait clears: it is the one a wake was for (or it takes
+/// the place of one that found nobody).
+const WAKE_FLAGS: u32 = WAKING | WAKE_PENDING | WAKE_SPENT;
 
 /// How long a waiter may sleep before the lock is handed to it (as parking_lot and WebKit).
 #[cfg(not(loom))]
@@ -143,12 +160,20 @@ impl RawMutex {
     /// Blocks until this thread owns the lock.
     #[inline]
     pub fn lock(&self) {
-        if self
-            .state
-            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+        if let Err(state) =
+            self.state
+                .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
         {
-            self.lock_contended(None);
+            // Free but with sleepers registered: take it in place (as the contended path would
+            // at once), without the call.
+            if state & LOCKED != 0
+                || self
+                    .state
+                    .compare_exchange(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+            {
+                self.lock_contended(None);
+            }
         }
     }
 
@@ -189,12 +214,21 @@ impl RawMutex {
     /// The calling thread must own the lock (taken with `lock` or a successful `try_lock*`).
     #[inline]
     pub unsafe fn unlock(&self) {
-        if self
-            .state
-            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
+        if let Err(state) =
+            self.state
+                .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
         {
-            self.unlock_contended();
+            // A wake is on its way (WAKING or WAKE_SPENT, with sleepers registered): no wake
+            // is due, just release, without the call.
+            if state & (WAKING | WAKE_SPENT) == 0
+                || parked(state) == 0
+                || self
+                    .state
+                    .compare_exchange(state, state & !LOCKED, Ordering::Release, Ordering::Relaxed)
+                    .is_err()
+            {
+                self.unlock_contended();
+            }
         }
     }
 
@@ -216,11 +250,11 @@ impl RawMutex {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let (next, owned) = if state & HANDED != 0 {
-                ((state & !(HANDED | WAKING)) | REQUEUED, true)
+                ((state & !(HANDED | WAKE_FLAGS)) | REQUEUED, true)
             } else if state & LOCKED == 0 {
-                ((state & !WAKING) | LOCKED | REQUEUED, true)
+                ((state & !WAKE_FLAGS) | LOCKED | REQUEUED, true)
             } else {
-                (state & !WAKING, false)
+                (state & !WAKE_FLAGS, false)
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -237,19 +271,52 @@ impl RawMutex {
         self.state.fetch_or(REQUEUED, Ordering::Relaxed);
     }
 
-    /// Spins while the owner is (presumably) running and nobody sleeps: spinning past parked
-    /// waiters would starve them, and the shared policy lets only a few threads spin at once.
-    fn spin_while_owner_runs(&self) {
-        self.spinner.spin_until(|| {
+    /// Waits actively for the lock through the shared policy, taking it whenever it is seen
+    /// free: spins (stopping early if `stop_spinning_if_parked` and someone sleeps: spinning
+    /// past sleepers would starve them), then yields a few times. Returns whether this thread
+    /// owns the lock; sets `saw_release` if the lock was seen free.
+    ///
+    /// A waiter that sees the lock free but loses the race keeps trying: with a barging owner
+    /// that relocks at once, giving up there would put it to sleep and cost the owner a wake
+    /// syscall on nearly every unlock.
+    fn wait_actively(&self, stop_spinning_if_parked: bool, saw_release: &mut bool) -> bool {
+        let acquired = core::cell::Cell::new(false);
+        let mut try_take = |stop_if_parked: bool| {
             let state = self.state.load(Ordering::Relaxed);
-            state & LOCKED == 0 || parked(state) > 0
-        });
+            if state & LOCKED == 0 {
+                *saw_release = true;
+                let taken = self
+                    .state
+                    .compare_exchange(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok();
+                acquired.set(taken);
+                return taken;
+            }
+            stop_if_parked && parked(state) > 0
+        };
+        self.spinner
+            .spin_until_patiently(|| try_take(stop_spinning_if_parked));
+        if !acquired.get() {
+            crate::spin::yield_until(|| try_take(false));
+        }
+        acquired.get()
     }
 
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
-        self.spin_while_owner_runs();
+        let mut saw_release = false;
+        if self.wait_actively(true, &mut saw_release) {
+            return true;
+        }
         let mut first_sleep: Option<Instant> = None;
+        // A long wait teaches the spinner to spin less, unless the lock was seen changing hands
+        // meanwhile: then the owner was running and the wait was long only because others
+        // took the lock first, which is no reason to stop spinning.
+        let learn = |first_sleep: Option<Instant>, saw_release: bool| {
+            if let (Some(start), false) = (first_sleep, saw_release) {
+                self.spinner.record_sleep(start.elapsed());
+            }
+        };
         loop {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
@@ -263,9 +330,7 @@ impl RawMutex {
                     )
                     .is_ok()
                 {
-                    if let Some(start) = first_sleep {
-                        self.spinner.record_sleep(start.elapsed());
-                    }
+                    learn(first_sleep, saw_release);
                     return true;
                 }
                 continue;
@@ -273,16 +338,22 @@ impl RawMutex {
             if deadline.is_some_and(|d| d.has_passed()) {
                 return false;
             }
-            if state & HANDED != 0 {
-                // The lock is reserved for a registered waiter about to claim it. A value with
-                // HANDED must never be slept on: it could recur in a later hand-off while we
-                // still sleep on it, with everyone asleep and nobody left to claim. The window
-                // lasts one wake-up, at most once per STARVATION_LIMIT, so step aside.
+            if state & (HANDED | WAKE_PENDING) != 0 {
+                // The lock is reserved for a registered waiter about to claim it, or its owner
+                // is in the middle of a wake. A value with HANDED must never be slept on: it
+                // could recur in a later hand-off while we still sleep on it, with everyone
+                // asleep and nobody left to claim; nor one with WAKE_PENDING, so that a wake
+                // that finds nobody proves nobody sleeps (`unlock_contended`). Either window is
+                // short (one wake-up, at most once per STARVATION_LIMIT; one wake call), so step
+                // aside.
                 crate::thread::yield_now();
                 continue;
             }
             let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
-            let registered = (state + ONE_PARKED) | if starving { HANDOFF_REQUESTED } else { 0 };
+            // Never sleep on WAKE_SPENT: clear it, so the next unlock wakes again
+            // (`release_after_vain_wake`).
+            let registered =
+                ((state + ONE_PARKED) & !WAKE_SPENT) | if starving { HANDOFF_REQUESTED } else { 0 };
             if self
                 .state
                 .compare_exchange_weak(state, registered, Ordering::Relaxed, Ordering::Relaxed)
@@ -297,11 +368,24 @@ impl RawMutex {
             // registering anew, which would change the word under yet others (a cascade of
             // failed waits). A value that could have been registered is as safe to sleep on.
             while let Err(Error::ValueChanged) = self.state.wait(expected, deadline) {
-                let now = self.state.load(Ordering::Relaxed);
+                let mut now = self.state.load(Ordering::Relaxed);
+                while now & WAKE_PENDING != 0 {
+                    crate::thread::yield_now();
+                    now = self.state.load(Ordering::Relaxed);
+                }
                 if now & LOCKED == 0 || now & HANDED != 0 {
                     break;
                 }
-                expected = now;
+                expected = now & !WAKE_SPENT;
+                if now & WAKE_SPENT != 0 {
+                    // If this fails the word changed, so the next wait returns at once.
+                    let _ = self.state.compare_exchange(
+                        now,
+                        expected,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
             }
             // Any other outcome (woken, timed out, spurious) goes through the same
             // unregistering, which claims a hand-off meant for us.
@@ -311,8 +395,10 @@ impl RawMutex {
             // Woken: the waker releases the lock right after its wake call, and may take it
             // back at once; give it a chance to come free before sleeping again (as std does),
             // even with others parked: going back to sleep here costs the waker another wake.
-            self.spinner
-                .spin_until(|| self.state.load(Ordering::Relaxed) & LOCKED == 0);
+            if self.wait_actively(false, &mut saw_release) {
+                learn(first_sleep, saw_release);
+                return true;
+            }
         }
     }
 
@@ -327,9 +413,12 @@ impl RawMutex {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let (next, claimed) = if state & HANDED != 0 {
-                (((state - ONE_PARKED) & !(HANDED | WAKING)) | remark, true)
+                (
+                    ((state - ONE_PARKED) & !(HANDED | WAKE_FLAGS)) | remark,
+                    true,
+                )
             } else {
-                (((state - ONE_PARKED) & !WAKING) | remark, false)
+                (((state - ONE_PARKED) & !WAKE_FLAGS) | remark, false)
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -351,7 +440,8 @@ impl RawMutex {
         loop {
             let waiters = parked(state);
             let maybe_requeued = state & REQUEUED != 0;
-            if waiters == 0 && maybe_requeued && state & WAKING == 0 {
+            let wake_in_flight = state & (WAKING | WAKE_SPENT) != 0;
+            if waiters == 0 && maybe_requeued && !wake_in_flight {
                 // Only moved sleepers may be queued: release and wake one in one call. The one
                 // woken re-marks REQUEUED when it takes the lock (a moved sleeper through
                 // `lock_after_requeue`, a registered one through `unregister`), so the chain
@@ -362,12 +452,12 @@ impl RawMutex {
                     .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
                 return;
             }
-            if (waiters == 0 && !maybe_requeued) || state & WAKING != 0 {
-                // Nobody to wake, or a woken waiter is on its way: just release. With nobody
-                // parked a stale hand-off request is dropped.
+            if (waiters == 0 && !maybe_requeued) || wake_in_flight {
+                // Nobody to wake, or a wake is on its way: just release. With nobody parked a
+                // stale hand-off request or pending wake is dropped.
                 let mut next = state & !LOCKED;
                 if waiters == 0 {
-                    next &= !HANDOFF_REQUESTED;
+                    next &= !(HANDOFF_REQUESTED | WAKE_SPENT);
                 }
                 match self.state.compare_exchange_weak(
                     state,
@@ -398,43 +488,70 @@ impl RawMutex {
                 }
                 continue;
             }
-            // Reserve the wake while still owning the lock: nobody else sets WAKING, and the
-            // word stays alive for the wake.
+            // Reserve the wake while still owning the lock (the word stays alive for it).
+            // Nobody sleeps on a value with WAKE_PENDING, so any sleeper this wake can miss is
+            // queued before it; a waiter that returns from its wait meanwhile clears it.
             if let Err(now) = self.state.compare_exchange_weak(
                 state,
-                state | WAKING,
+                state | WAKE_PENDING,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
                 state = now;
                 continue;
             }
-            if self.state.wake(1).unwrap_or(0) == 0 {
-                // Nobody was asleep: the registered waiters are all between registering and
-                // sleeping (or just back). A WAKING left set with nobody woken would let one of
-                // them sleep on a value that recurs while every unlock skips the wake; so
-                // withdraw it with the release, in one call that also wakes anyone who fell
-                // asleep since the wake above (under the kernel's bucket lock a waiter is
-                // queued before the change or sees it).
-                // Moved (requeued) sleepers are always queued, so none is left either.
-                let _ =
-                    self.state
-                        .update_and_wake(WakeOpKind::AndNot, LOCKED | WAKING | REQUEUED, 1);
-                return;
-            }
-            // Release, leaving WAKING for the woken waiter to clear, unless it already has: it
-            // may have found the lock still held and gone back to sleep, so wake again.
+            let woken = self.state.wake(1).unwrap_or(0);
             state = self.state.load(Ordering::Relaxed);
-            while state & WAKING != 0 {
+            if woken == 0 {
+                return self.release_after_vain_wake(state);
+            }
+            // Release, turning WAKE_PENDING into WAKING for the woken waiter to clear, unless
+            // a returning waiter cleared it: the woken one may have found the lock still held
+            // and gone back to sleep, so wake again.
+            while state & WAKE_PENDING != 0 {
                 match self.state.compare_exchange_weak(
                     state,
-                    state & !LOCKED,
+                    (state & !(LOCKED | WAKE_PENDING)) | WAKING,
                     Ordering::Release,
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => return,
                     Err(now) => state = now,
                 }
+            }
+        }
+    }
+
+    /// Releases after a wake that found nobody asleep: the registered waiters are all between
+    /// registering and sleeping, or back from a wait and about to unregister.
+    ///
+    /// If `WAKE_PENDING` is still set, nobody has slept since it was set: release with
+    /// `WAKE_SPENT`, which every registered waiter clears before it sleeps or as it
+    /// unregisters, and until then no unlock wakes in vain (a thread relocking in a loop
+    /// would otherwise pay a wake on nearly every unlock while a waiter gets to sleep). If a
+    /// returning waiter cleared it, others may have slept since: release and wake in one call
+    /// (under the kernel's bucket lock a waiter is queued before the change or sees it).
+    /// Moved (requeued) sleepers are always queued, so none is left either way.
+    fn release_after_vain_wake(&self, mut state: u32) {
+        loop {
+            if state & WAKE_PENDING == 0 && parked(state) > 0 {
+                let _ = self
+                    .state
+                    .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
+                return;
+            }
+            let mut next = state & !(LOCKED | REQUEUED | WAKE_PENDING);
+            if parked(state) > 0 {
+                next |= WAKE_SPENT;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => state = now,
             }
         }
     }

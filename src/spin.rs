@@ -85,7 +85,21 @@ impl Spinner {
         if done() {
             return true;
         }
-        self.spin_slow(&mut done)
+        self.spin_slow(&mut done, 1)
+    }
+
+    /// Like [`spin_until`](Spinner::spin_until), but looks at the condition only every
+    /// `MAX_PAUSES_BETWEEN_CHECKS` hints from the start: for a contended lock, where each
+    /// early look pulls the cache line away from an owner about to relock, and the lock
+    /// changing hands at every release costs more than it gives (a waiter that backs off lets
+    /// the running owner do many critical sections in a row, as parking_lot's yielding waiter
+    /// does).
+    #[inline]
+    pub fn spin_until_patiently(&self, mut done: impl FnMut() -> bool) -> bool {
+        if done() {
+            return true;
+        }
+        self.spin_slow(&mut done, MAX_PAUSES_BETWEEN_CHECKS)
     }
 
     /// Spins while `word` holds `expected`, then sleeps on it; learns from the sleep. `Ok(())`
@@ -135,7 +149,7 @@ impl Spinner {
     }
 
     #[cold]
-    fn spin_slow(&self, done: &mut dyn FnMut() -> bool) -> bool {
+    fn spin_slow(&self, done: &mut dyn FnMut() -> bool, first_pause: u32) -> bool {
         if cfg!(loom) {
             return done();
         }
@@ -160,7 +174,7 @@ impl Spinner {
         let mut held = false;
         // Exponential backoff between checks: every check pulls the watched cache line away
         // from the thread that is about to change it.
-        let mut pause = 1;
+        let mut pause = first_pause;
         while iters < max_iters {
             for _ in 0..pause {
                 core::hint::spin_loop();
@@ -187,6 +201,28 @@ impl Spinner {
         };
         self.learned_ns.store(next, Ordering::Relaxed);
     }
+}
+
+/// How many times [`yield_until`] gives up the CPU before its caller goes to sleep.
+const MAX_YIELDS: u32 = 8;
+
+/// After a spin that did not pay, yields the CPU up to a few times (one under loom), checking
+/// `done` after each; returns whether it held.
+///
+/// For a waiter about to sleep on a busy lock, whose sleep would cost the owner a wake call
+/// on some later unlock and itself a context switch: when other threads are runnable (when
+/// spinning is ruled out, mostly) the CPU goes to them, often to the owner it waits for; when
+/// none are, each yield returns at once, a short wait that leaves the lock's cache line
+/// alone. parking_lot's waiters do the same before they park.
+pub fn yield_until(mut done: impl FnMut() -> bool) -> bool {
+    let yields = if cfg!(loom) { 1 } else { MAX_YIELDS };
+    for _ in 0..yields {
+        crate::thread::yield_now();
+        if done() {
+            return true;
+        }
+    }
+    false
 }
 
 /// Threads spinning now in this process, on any primitive.
