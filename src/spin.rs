@@ -16,11 +16,12 @@
 //!   (`/proc/loadavg`, sampled at most every 10 ms), or already [`max_spinners`] threads
 //!   spinning on the same primitive, or [`max_spinners_in_process`] on any (the rest sleep:
 //!   spinning crowds do not make progress, and take the CPUs of the threads they wait for);
-//! * made of `spin_loop` hints, checking the condition after 1, 2, 4, ... 32 hints
+//! * made of `spin_loop` hints only, checking the condition after 1, 2, 4, ... 32 hints
 //!   (exponential backoff: each check steals the watched cache line from its writer), or every
-//!   32 from the start for a contended lock ([`Spinner::spin_until_patiently`]); then, for a
-//!   waiter about to sleep on a lock, at most [`MAX_YIELDS`] `sched_yield`s ([`yield_until`]),
-//!   never a storm of them;
+//!   32 from the start for a contended lock ([`Spinner::spin_until_patiently`]); no
+//!   `sched_yield`: on a busy machine a yield puts the waiter behind all the other runnable
+//!   work (a key-value server's p99 was 1.5-2x worse with even one yield per contended lock,
+//!   though a contended counter ran 2x faster), where a sleeper is woken at once by the unlock;
 //! * one step under loom, so models stay small.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
@@ -203,39 +204,6 @@ impl Spinner {
         };
         self.learned_ns.store(next, Ordering::Relaxed);
     }
-}
-
-/// How many times [`yield_until`] gives up the CPU before its caller goes to sleep.
-pub const MAX_YIELDS: u32 = 8;
-
-/// After a spin that did not pay, yields the CPU up to a few times (one under loom), checking
-/// `done` after each; returns whether it held.
-///
-/// For a waiter about to sleep on a busy lock, whose sleep would cost the owner a wake call
-/// on some later unlock and itself a context switch: when other threads are runnable (when
-/// spinning is ruled out, mostly) the CPU goes to them, often to the owner it waits for; when
-/// none are, each yield returns at once, a short wait that leaves the lock's cache line
-/// alone. parking_lot's waiters do the same before they park.
-///
-/// ```
-/// use std::sync::atomic::{AtomicBool, Ordering};
-/// use futexkit::spin::yield_until;
-///
-/// let free = AtomicBool::new(false);
-/// // Nobody sets it: gives up after a few yields instead of waiting forever.
-/// assert!(!yield_until(|| free.load(Ordering::Acquire)));
-/// free.store(true, Ordering::Release);
-/// assert!(yield_until(|| free.load(Ordering::Acquire)));
-/// ```
-pub fn yield_until(mut done: impl FnMut() -> bool) -> bool {
-    let yields = if cfg!(loom) { 1 } else { MAX_YIELDS };
-    for _ in 0..yields {
-        crate::thread::yield_now();
-        if done() {
-            return true;
-        }
-    }
-    false
 }
 
 /// Threads spinning now in this process, on any primitive.
