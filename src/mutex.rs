@@ -9,22 +9,28 @@
 //! bit 3      WAKING             a woken waiter has not run yet: do not wake another
 //! bit 4      REQUEUED           a Condvar may have moved sleepers here that `parked` omits
 //! bit 5      WAKE_PENDING       the owner is in its wake call: nobody sleeps on this value
-//! bit 6      WAKE_SPENT         a wake found nobody asleep: clear before sleeping; no wakes
+//! bit 6      WAKE_SPENT         a wake found no registered waiter asleep: clear before sleeping
 //! bits 7..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
 //!
-//! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Anything else
-//!   is `#[cold]`.
+//! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Two common
+//!   contended cases also stay inline, each one more CAS: taking a free lock whose word is not
+//!   0, and releasing while a wake needs no call (`WAKING` or `WAKE_SPENT`). Anything else is
+//!   `#[cold]`.
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
-//!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and not past
-//!   parked waiters), looking at the word only every few hundred nanoseconds and taking the
+//!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
+//!   arrival not past registered waiters), looking at the word only every 32 `spin_loop` hints
+//!   (0.1-1.5 us depending on the CPU) and taking the
 //!   lock whenever it is seen free; only then register in `parked` and sleep on the word. A
 //!   waiter that sleeps costs some later unlock a wake call, so with an owner that relocks at
 //!   once, spinning on (not giving up at the first lost race) is what keeps the owner on its
 //!   fast path. A long wait teaches the spinner to spin less only if the lock was never seen
-//!   free meanwhile (a long critical section, not an owner that keeps winning the race). No
-//!   `sched_yield` phase as parking_lot's: it doubled a contended counter's throughput on 2
-//!   vCPUs and worsened a server's p99 1.5-2x.
+//!   taken by another thread meanwhile (a long critical section, not an owner that keeps
+//!   winning the race). No `sched_yield` phase before sleeping as parking_lot's: it doubled a
+//!   contended counter's throughput on 2 vCPUs and worsened a server's p99 1.5-2x. (Waiters
+//!   do yield through the short `HANDED` and `WAKE_PENDING` windows, below; a `SCHED_FIFO`
+//!   waiter on the CPU of a lower-priority owner preempted in such a window would yield in
+//!   vain: do not mix real-time priorities on one futexkit mutex.)
 //! * Because `parked` is exact, unlock makes a wake call only when someone is registered, and
 //!   wakes exactly one; `WAKING` keeps the unlocks that follow from waking more while the woken
 //!   waiter is still being scheduled (on a VM that takes tens of microseconds, in which a
@@ -54,10 +60,10 @@
 //!   `parked` does not count them. A waiter that may have been moved takes the lock through
 //!   `RawMutex::lock_after_requeue`, which marks `REQUEUED`: while it is set every unlock
 //!   wakes one (as std's "contended" state), and an unlock whose wake found nobody clears it
-//!   with the release in the same `FUTEX_WAKE_OP`. Moved sleepers are always queued (the
-//!   kernel moves them asleep), so "nobody asleep" proves none is left; and the waiter the
-//!   notify woke directly marks the word after the move, so the chain of wakes cannot stop
-//!   while one sleeps.
+//!   as it releases. Moved sleepers are always queued (the kernel moves them asleep), so
+//!   "nobody asleep" proves none is left at the wake; sleepers moved after it are covered
+//!   because the waiter the notify woke directly marks the word after the move (it can take
+//!   the lock only after this release), so the chain of wakes cannot stop while one sleeps.
 //! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
 
 use core::cell::UnsafeCell;
@@ -165,7 +171,8 @@ impl RawMutex {
             self.state
                 .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
         {
-            // Free but with sleepers registered: take it in place (as the contended path would
+            // Free but the word is not 0 (waiters registered, or a flag): take it in place (as
+            // the contended path would
             // at once), without the call.
             if state & LOCKED != 0
                 || self
@@ -219,8 +226,8 @@ impl RawMutex {
             self.state
                 .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
         {
-            // A wake is on its way (WAKING or WAKE_SPENT, with sleepers registered): no wake
-            // is due, just release, without the call.
+            // No wake is due with waiters registered and WAKING (a woken one is on its way) or
+            // WAKE_SPENT (none of them is asleep yet): just release, without the call.
             if state & (WAKING | WAKE_SPENT) == 0
                 || parked(state) == 0
                 || self
@@ -273,23 +280,23 @@ impl RawMutex {
     }
 
     /// Spins for the lock through the shared policy, taking it whenever it is seen free;
-    /// stops early if `stop_if_parked` and someone sleeps (spinning past sleepers would starve
-    /// them). Returns whether this thread owns the lock; sets `saw_release` if the lock was
-    /// seen free.
+    /// stops early if `stop_if_parked` and a waiter is registered (spinning past sleepers
+    /// would starve them). Returns whether this thread owns the lock; sets `lost_race` if it
+    /// saw the lock free but another thread took it first.
     ///
     /// A spinner that sees the lock free but loses the race keeps spinning: with a barging
     /// owner that relocks at once, giving up there would put it to sleep and cost the owner a
     /// wake call on some later unlock.
-    fn spin_to_acquire(&self, stop_if_parked: bool, saw_release: &mut bool) -> bool {
+    fn spin_to_acquire(&self, stop_if_parked: bool, lost_race: &mut bool) -> bool {
         let mut acquired = false;
         self.spinner.spin_until_patiently(|| {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
-                *saw_release = true;
                 acquired = self
                     .state
                     .compare_exchange(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok();
+                *lost_race |= !acquired;
                 return acquired;
             }
             stop_if_parked && parked(state) > 0
@@ -299,16 +306,19 @@ impl RawMutex {
 
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
-        let mut saw_release = false;
-        if self.spin_to_acquire(true, &mut saw_release) {
+        let mut lost_race = false;
+        // A timed lock whose deadline has passed (`try_lock_for(Duration::ZERO)`) gets one
+        // more look in the loop below, not a spin.
+        let spin = deadline.map_or(true, |d| !d.has_passed());
+        if spin && self.spin_to_acquire(true, &mut lost_race) {
             return true;
         }
         let mut first_sleep: Option<Instant> = None;
-        // A long wait teaches the spinner to spin less, unless the lock was seen changing hands
-        // meanwhile: then the owner was running and the wait was long only because others
-        // took the lock first, which is no reason to stop spinning.
-        let learn = |first_sleep: Option<Instant>, saw_release: bool| {
-            if let (Some(start), false) = (first_sleep, saw_release) {
+        // A long wait teaches the spinner to spin less, unless this thread saw the lock free
+        // and lost it to another meanwhile: then the lock was changing hands and the wait was
+        // long only because others took it first, which is no reason to stop spinning.
+        let learn = |first_sleep: Option<Instant>, lost_race: bool| {
+            if let (Some(start), false) = (first_sleep, lost_race) {
                 self.spinner.record_sleep(start.elapsed());
             }
         };
@@ -325,7 +335,7 @@ impl RawMutex {
                     )
                     .is_ok()
                 {
-                    learn(first_sleep, saw_release);
+                    learn(first_sleep, lost_race);
                     return true;
                 }
                 continue;
@@ -373,7 +383,8 @@ impl RawMutex {
                 }
                 expected = now & !WAKE_SPENT;
                 if now & WAKE_SPENT != 0 {
-                    // If this fails the word changed, so the next wait returns at once.
+                    // If this fails the word changed: the next wait returns at once, or sleeps
+                    // on a value without WAKE_SPENT (another waiter cleared it), as wanted.
                     let _ = self.state.compare_exchange(
                         now,
                         expected,
@@ -390,8 +401,8 @@ impl RawMutex {
             // Woken: the waker releases the lock right after its wake call, and may take it
             // back at once; give it a chance to come free before sleeping again (as std does),
             // even with others parked: going back to sleep here costs the waker another wake.
-            if self.spin_to_acquire(false, &mut saw_release) {
-                learn(first_sleep, saw_release);
+            if self.spin_to_acquire(false, &mut lost_race) {
+                learn(first_sleep, lost_race);
                 return true;
             }
         }
@@ -520,13 +531,15 @@ impl RawMutex {
     /// Releases after a wake that found nobody asleep: the registered waiters are all between
     /// registering and sleeping, or back from a wait and about to unregister.
     ///
-    /// If `WAKE_PENDING` is still set, nobody has slept since it was set: release with
-    /// `WAKE_SPENT`, which every registered waiter clears before it sleeps or as it
-    /// unregisters, and until then no unlock wakes in vain (a thread relocking in a loop
+    /// If `WAKE_PENDING` is still set, no registered waiter has slept since it was set:
+    /// release with `WAKE_SPENT`, which every registered waiter clears before it sleeps or as
+    /// it unregisters, and until then no unlock wakes in vain (a thread relocking in a loop
     /// would otherwise pay a wake on nearly every unlock while a waiter gets to sleep). If a
     /// returning waiter cleared it, others may have slept since: release and wake in one call
     /// (under the kernel's bucket lock a waiter is queued before the change or sees it).
-    /// Moved (requeued) sleepers are always queued, so none is left either way.
+    /// Moved (requeued) sleepers are always queued, so none was left at the wake; any moved
+    /// later are covered by the re-mark of the waiter the notify woke (module documentation).
+    /// With nobody registered, a stale hand-off request is dropped too.
     fn release_after_vain_wake(&self, mut state: u32) {
         loop {
             if state & WAKE_PENDING == 0 && parked(state) > 0 {
@@ -538,6 +551,8 @@ impl RawMutex {
             let mut next = state & !(LOCKED | REQUEUED | WAKE_PENDING);
             if parked(state) > 0 {
                 next |= WAKE_SPENT;
+            } else {
+                next &= !HANDOFF_REQUESTED;
             }
             match self.state.compare_exchange_weak(
                 state,

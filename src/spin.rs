@@ -91,8 +91,9 @@ impl Spinner {
         self.spin_slow(&mut done, 1)
     }
 
-    /// Like [`spin_until`](Spinner::spin_until), but looks at the condition only every
-    /// `MAX_PAUSES_BETWEEN_CHECKS` hints from the start: for a contended lock, where each
+    /// Like [`spin_until`](Spinner::spin_until), but after the first look (before any hint)
+    /// looks at the condition only every `MAX_PAUSES_BETWEEN_CHECKS` hints (or once at the end
+    /// of a budget shorter than that): for a contended lock, where each
     /// early look pulls the cache line away from an owner about to relock, and the lock
     /// changing hands at every release costs more than it gives (a waiter that backs off lets
     /// the running owner do many critical sections in a row, as parking_lot's yielding waiter
@@ -177,7 +178,7 @@ impl Spinner {
         let mut held = false;
         // Exponential backoff between checks: every check pulls the watched cache line away
         // from the thread that is about to change it.
-        let mut pause = first_pause;
+        let mut pause = first_pause.min(max_iters);
         while iters < max_iters {
             for _ in 0..pause {
                 core::hint::spin_loop();
