@@ -465,13 +465,8 @@ impl RawMutex {
                 if waiters == 0 {
                     next &= !(HANDOFF_REQUESTED | WAKE_SPENT);
                 }
-                match self.state.compare_exchange_weak(
-                    state,
-                    next,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return,
+                match self.try_release(state, next) {
+                    Ok(()) => return,
                     Err(now) => state = now,
                 }
                 continue;
@@ -483,13 +478,8 @@ impl RawMutex {
                 && *hand_off_allowed.get_or_insert_with(|| self.hand_off_due())
             {
                 let handed = (state & !HANDOFF_REQUESTED) | HANDED | WAKING;
-                match self.state.compare_exchange_weak(
-                    state,
-                    handed,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return self.finish_hand_off(),
+                match self.try_release(state, handed) {
+                    Ok(()) => return self.finish_hand_off(),
                     Err(now) => state = now,
                 }
                 continue;
@@ -515,13 +505,8 @@ impl RawMutex {
             // a returning waiter cleared it: the woken one may have found the lock still held
             // and gone back to sleep, so wake again.
             while state & WAKE_PENDING != 0 {
-                match self.state.compare_exchange_weak(
-                    state,
-                    (state & !(LOCKED | WAKE_PENDING)) | WAKING,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return,
+                match self.try_release(state, (state & !(LOCKED | WAKE_PENDING)) | WAKING) {
+                    Ok(()) => return,
                     Err(now) => state = now,
                 }
             }
@@ -554,16 +539,19 @@ impl RawMutex {
             } else {
                 next &= !HANDOFF_REQUESTED;
             }
-            match self.state.compare_exchange_weak(
-                state,
-                next,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
+            match self.try_release(state, next) {
+                Ok(()) => return,
                 Err(now) => state = now,
             }
         }
+    }
+
+    /// One attempt of a contended unlock to move the word from `state` to `next`, letting go
+    /// of the lock (release ordering); on failure, the word's current value.
+    fn try_release(&self, state: u32, next: u32) -> Result<(), u32> {
+        self.state
+            .compare_exchange_weak(state, next, Ordering::Release, Ordering::Relaxed)
+            .map(drop)
     }
 
     /// Whether the rate limit allows a hand-off now (at most one per `STARVATION_LIMIT`).
