@@ -675,10 +675,11 @@ fn shut_down(region: &Region) {
 /// ```
 /// let (mut client, mut server) = futexkit::flipcall::pair(16)?;
 /// let stop = server.shutdown_handle();
-/// let waiter = std::thread::spawn(move || server.recv_first());
+/// // The client waits for a server that never gets to announce itself.
+/// let waiter = std::thread::spawn(move || client.connect());
 /// stop.shutdown();
 /// assert!(matches!(waiter.join().unwrap(), Err(futexkit::flipcall::Error::Shutdown)));
-/// assert!(matches!(client.connect(), Err(futexkit::flipcall::Error::Shutdown)));
+/// assert!(matches!(server.recv_first(), Err(futexkit::flipcall::Error::Shutdown)));
 /// # Ok::<(), futexkit::flipcall::Error>(())
 /// ```
 #[derive(Clone)]
