@@ -102,6 +102,25 @@ fn parked(state: u32) -> u32 {
     state / ONE_PARKED
 }
 
+/// The word after an unlock of `state` that needs no wake call, or `None` if one is due. None
+/// is due with nobody to wake (no registered waiter and no possibly moved one, `REQUEUED`), or
+/// with a wake already on its way (`WAKING`: a woken waiter has not run yet; `WAKE_SPENT`: no
+/// registered waiter is asleep yet). With nobody registered, a stale hand-off request or spent
+/// wake is dropped.
+#[inline]
+fn release_without_wake(state: u32) -> Option<u32> {
+    let waiters = parked(state);
+    let wake_in_flight = state & (WAKING | WAKE_SPENT) != 0;
+    if !wake_in_flight && (waiters > 0 || state & REQUEUED != 0) {
+        return None;
+    }
+    let mut next = state & !LOCKED;
+    if waiters == 0 {
+        next &= !(HANDOFF_REQUESTED | WAKE_SPENT);
+    }
+    Some(next)
+}
+
 /// The lock without data or poisoning: what [`Mutex`] is built on, and what the `lock_api`
 /// feature implements `lock_api::RawMutex` for.
 ///
@@ -226,16 +245,11 @@ impl RawMutex {
             self.state
                 .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
         {
-            // No wake is due with waiters registered and WAKING (a woken one is on its way) or
-            // WAKE_SPENT (none of them is asleep yet): just release, without the call.
-            if state & (WAKING | WAKE_SPENT) == 0
-                || parked(state) == 0
-                || self
-                    .state
-                    .compare_exchange(state, state & !LOCKED, Ordering::Release, Ordering::Relaxed)
-                    .is_err()
-            {
-                self.unlock_contended();
+            // A release that needs no wake call (the common contended case: a wake already on
+            // its way) stays inline.
+            match release_without_wake(state) {
+                Some(next) if self.try_release(state, next).is_ok() => {}
+                _ => self.unlock_contended(),
             }
         }
     }
@@ -444,10 +458,15 @@ impl RawMutex {
         // Decided at most once per unlock: the check consumes the rate limit.
         let mut hand_off_allowed = None;
         loop {
+            if let Some(next) = release_without_wake(state) {
+                match self.try_release(state, next) {
+                    Ok(()) => return,
+                    Err(now) => state = now,
+                }
+                continue;
+            }
             let waiters = parked(state);
-            let maybe_requeued = state & REQUEUED != 0;
-            let wake_in_flight = state & (WAKING | WAKE_SPENT) != 0;
-            if waiters == 0 && maybe_requeued && !wake_in_flight {
+            if waiters == 0 {
                 // Only moved sleepers may be queued: release and wake one in one call. The one
                 // woken re-marks REQUEUED when it takes the lock (a moved sleeper through
                 // `lock_after_requeue`, a registered one through `unregister`), so the chain
@@ -458,23 +477,9 @@ impl RawMutex {
                     .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
                 return;
             }
-            if (waiters == 0 && !maybe_requeued) || wake_in_flight {
-                // Nobody to wake, or a wake is on its way: just release. With nobody parked a
-                // stale hand-off request or pending wake is dropped.
-                let mut next = state & !LOCKED;
-                if waiters == 0 {
-                    next &= !(HANDOFF_REQUESTED | WAKE_SPENT);
-                }
-                match self.try_release(state, next) {
-                    Ok(()) => return,
-                    Err(now) => state = now,
-                }
-                continue;
-            }
             // A wake is due. Fairness is considered only then (as parking_lot decides it only
             // when it unparks), so an owner that keeps relocking pays no clock read.
             if state & HANDOFF_REQUESTED != 0
-                && waiters > 0
                 && *hand_off_allowed.get_or_insert_with(|| self.hand_off_due())
             {
                 let handed = (state & !HANDOFF_REQUESTED) | HANDED | WAKING;
@@ -548,6 +553,7 @@ impl RawMutex {
 
     /// One attempt of a contended unlock to move the word from `state` to `next`, letting go
     /// of the lock (release ordering); on failure, the word's current value.
+    #[inline]
     fn try_release(&self, state: u32, next: u32) -> Result<(), u32> {
         self.state
             .compare_exchange_weak(state, next, Ordering::Release, Ordering::Relaxed)
