@@ -12,21 +12,18 @@
 //! ```
 //!
 //! * Wait: read `seq` while holding the mutex, unlock, spin briefly (the shared policy) for
-//!   `seq` to move, then count in `sleepers`, sleep on the value read (with the mutex's waiter
-//!   bitset, which a requeue keeps), and relock. A notify
+//!   `seq` to move, then count in `sleepers`, sleep on the value read, and relock. A notify
 //!   that follows the unlock changes `seq`, so the sleep returns at once or is woken: no lost
 //!   wakeup. Only equality is compared, so wrap-around loses nothing (a waiter would have to
 //!   sleep through exactly 2^32 notifies, each of which wakes or moves it first).
 //! * `notify_one`: bump, and wake one sleeper if any.
 //! * `notify_all`: bump, then `FUTEX_CMP_REQUEUE`: wake one sleeper and move the rest onto the
-//!   mutex's word, where each unlock wakes the next (see "Condvar requeue" in
-//!   [`crate::mutex`]): a
+//!   mutex's word, where each unlock wakes the next (see `REQUEUED` in [`crate::mutex`]): a
 //!   broadcast costs one wake instead of a stampede (rust-lang/rust#98707). The mutex word is
 //!   passed by address only, as a waiter may return and drop the mutex meanwhile. Before the
 //!   first wait, when the value moved under us, or when the kernel refuses, it wakes everyone.
 //! * A waiter that slept while `requeues` moved may have been moved, so it relocks through
-//!   `RawMutex::lock_after_requeue` (which marks the mutex contended, so that unlocks keep
-//!   waking); any
+//!   `RawMutex::lock_after_requeue` (which marks the mutex so that unlocks keep waking); any
 //!   other waiter relocks plainly, sparing the mutex's next unlock a syscall. A requeue moves
 //!   only sleepers whose sleep began before its notify bumped `seq`, and the notify bumps
 //!   `requeues` after `seq` behind the same SeqCst fence pair as `sleepers`: a waiter that reads
@@ -277,9 +274,7 @@ impl Condvar {
         fence(Ordering::SeqCst);
         let requeues = self.requeues.load(Ordering::Relaxed);
         let result = if self.seq.load(Ordering::Relaxed) == seq {
-            // The mutex's waiter bitset: a requeue may move this wait onto the mutex's word.
-            self.seq
-                .wait_bitset(seq, crate::mutex::WAITER_BITSET, deadline)
+            self.seq.wait(seq, deadline)
         } else {
             Err(Error::ValueChanged)
         };

@@ -1,7 +1,7 @@
 //! Under `cfg(loom)`: an emulated futex for loom's model checker.
 //!
 //! Real futexes are kernel objects loom cannot see, so under loom [`Futex`](crate::futex::Futex)
-//! routes wait, wake and requeue here. State: one table of `(address, waiter id, bitset)` entries in
+//! routes wait, wake and requeue here. State: one table of `(address, waiter id)` entries in
 //! arrival order, guarded by a loom `Mutex` so that "check the word, then enqueue" is atomic with
 //! respect to wakers (the kernel's hash-bucket lock does the same), and one loom `Condvar` that
 //! every wake notifies; a waiter returns once its entry is gone. A timed wait gives loom a
@@ -14,8 +14,8 @@ use ::loom::sync::{Condvar, Mutex};
 use crate::futex::Error;
 
 struct Table {
-    /// Sleeping waiters in arrival order: (futex address, waiter id, wait bitset).
-    waiters: Vec<(usize, u64, u32)>,
+    /// Sleeping waiters in arrival order: (futex address, waiter id).
+    waiters: Vec<(usize, u64)>,
     next_id: u64,
 }
 
@@ -35,7 +35,6 @@ pub(crate) fn futex_wait(
     addr: usize,
     word: &AtomicU32,
     expected: u32,
-    bitset: u32,
     timed: bool,
 ) -> Result<(), Error> {
     let mut table = FUTEXES.table.lock().unwrap();
@@ -44,12 +43,12 @@ pub(crate) fn futex_wait(
     }
     let id = table.next_id;
     table.next_id += 1;
-    table.waiters.push((addr, id, bitset));
+    table.waiters.push((addr, id));
     if timed {
         drop(table);
         ::loom::thread::yield_now();
         let mut table = FUTEXES.table.lock().unwrap();
-        return match table.waiters.iter().position(|&(_, w, _)| w == id) {
+        return match table.waiters.iter().position(|&(_, w)| w == id) {
             Some(pos) => {
                 table.waiters.remove(pos);
                 Err(Error::TimedOut)
@@ -57,15 +56,15 @@ pub(crate) fn futex_wait(
             None => Ok(()),
         };
     }
-    while table.waiters.iter().any(|&(_, w, _)| w == id) {
+    while table.waiters.iter().any(|&(_, w)| w == id) {
         table = FUTEXES.woken.wait(table).unwrap();
     }
     Ok(())
 }
 
-pub(crate) fn futex_wake(addr: usize, n: u32, bitset: u32) -> usize {
+pub(crate) fn futex_wake(addr: usize, n: u32) -> usize {
     let mut table = FUTEXES.table.lock().unwrap();
-    let woken = take_waiters(&mut table, addr, n as usize, bitset, None);
+    let woken = take_waiters(&mut table, addr, n as usize, None);
     if woken > 0 {
         FUTEXES.woken.notify_all();
     }
@@ -85,7 +84,7 @@ pub(crate) fn futex_update_and_wake(
     {
         old = now;
     }
-    let woken = take_waiters(&mut table, addr, n as usize, u32::MAX, None);
+    let woken = take_waiters(&mut table, addr, n as usize, None);
     if woken > 0 {
         FUTEXES.woken.notify_all();
     }
@@ -106,27 +105,20 @@ pub(crate) fn futex_requeue(
             return Err(Error::ValueChanged);
         }
     }
-    let woken = take_waiters(&mut table, addr, n_wake as usize, u32::MAX, None);
-    let moved = take_waiters(&mut table, addr, n_requeue as usize, u32::MAX, Some(target));
+    let woken = take_waiters(&mut table, addr, n_wake as usize, None);
+    let moved = take_waiters(&mut table, addr, n_requeue as usize, Some(target));
     if woken > 0 {
         FUTEXES.woken.notify_all();
     }
     Ok(woken + moved)
 }
 
-/// Removes (or, with `move_to`, re-addresses) the first `n` waiters of `addr` whose bitset
-/// shares a bit with `bitset`.
-fn take_waiters(
-    table: &mut Table,
-    addr: usize,
-    n: usize,
-    bitset: u32,
-    move_to: Option<usize>,
-) -> usize {
+/// Removes (or, with `move_to`, re-addresses) the first `n` waiters of `addr`.
+fn take_waiters(table: &mut Table, addr: usize, n: usize, move_to: Option<usize>) -> usize {
     let mut done = 0;
     let mut i = 0;
     while i < table.waiters.len() && done < n {
-        if table.waiters[i].0 != addr || table.waiters[i].2 & bitset == 0 {
+        if table.waiters[i].0 != addr {
             i += 1;
             continue;
         }

@@ -3,47 +3,67 @@
 //! ## State encoding
 //!
 //! ```text
-//! bit 0  LOCKED     someone owns the lock
-//! bit 1  CONTENDED  waiters may sleep on the word: the unlock that clears it wakes one
-//! bit 2  HEIR       one waiter (the heir) has slept for STARVATION_LIMIT: hand it the lock
-//! bit 3  HANDED     locked, and handed to the heir, which has not claimed it yet
+//! bit 0      LOCKED             someone owns the lock
+//! bit 1      HANDOFF_REQUESTED  a waiter has slept for STARVATION_LIMIT: hand it the lock
+//! bit 2      HANDED             locked, and reserved for a waiter woken to take it
+//! bit 3      WAKING             a woken waiter has not run yet: do not wake another
+//! bit 4      REQUEUED           a Condvar may have moved sleepers here that `parked` omits
+//! bit 5      WAKE_PENDING       the owner is in its wake call: nobody sleeps on this value
+//! bit 6      WAKE_SPENT         a wake found no registered waiter asleep: clear before sleeping
+//! bits 7..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
 //!
-//! A free word is `0` or `HEIR`; `HANDED` implies `LOCKED`.
-//!
-//! * Lock: one CAS `0 -> LOCKED`, inline (a second inline CAS takes a free word with `HEIR`).
-//!   Unlock: one CAS `LOCKED -> 0`, inline. Anything else is `#[cold]`.
+//! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Two common
+//!   contended cases also stay inline, each one more CAS: taking a free lock whose word is not
+//!   0, and releasing while a wake needs no call (`WAKING` or `WAKE_SPENT`). Anything else is
+//!   `#[cold]`.
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
 //!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
-//!   arrival not past sleepers), looking at the word only every 32 `spin_loop` hints (0.1-1.5
-//!   us depending on the CPU) and taking the lock whenever it is seen free. With an owner that
-//!   relocks at once, spinning on after a lost race (not giving up) is what keeps the owner on
-//!   its fast path. A long wait teaches the spinner to spin less only if the lock was never
-//!   seen free meanwhile (a long critical section, not an owner that keeps winning the race).
-//! * Then sleep as std's futex mutex does: set `CONTENDED` and sleep on the word. The unlock
-//!   that finds `CONTENDED` releases first (clearing it) and then wakes one by address: the
-//!   lock is never held across the wake call, where the waker may be preempted (on a busy
-//!   machine the woken thread often takes the waker's CPU). A waiter that slept sets
-//!   `CONTENDED` again when it takes the lock, so the chain of wakes goes on while anyone may
-//!   sleep, at the cost of one wake that finds nobody at the end of a burst. A timed waiter that
-//!   gives up passes the chain on (sets `CONTENDED` on a held word, or wakes one if the word is
-//!   free), as the wake it may have consumed was the chain's. No waiter ever yields or spins on
-//!   a preempted owner.
-//! * Starvation: a waiter that has slept for [`STARVATION_LIMIT`] sets `HEIR` (if no other
-//!   waiter has) and sleeps with its own futex bitset. The next unlock that finds `HEIR` (at
-//!   most one per `STARVATION_LIMIT` per mutex, as parking_lot's eventual fairness, so
-//!   hand-offs cannot become a convoy) keeps the word `LOCKED`, turns `HEIR` into `HANDED` and
-//!   wakes the heir alone through its bitset; the heir claims the lock by clearing `HANDED`.
-//!   Newcomers see a held lock meanwhile. Only the heir clears `HEIR` (taking the lock, or
-//!   timing out while no hand-off is pending), and it never sleeps on a value with `HANDED`,
-//!   so every hand-off has its claimant. Plain wakes match every bitset, so a heir is never left
-//!   asleep on a free word.
+//!   arrival not past registered waiters), looking at the word only every 32 `spin_loop` hints
+//!   (0.1-1.5 us depending on the CPU) and taking the
+//!   lock whenever it is seen free; only then register in `parked` and sleep on the word. A
+//!   waiter that sleeps costs some later unlock a wake call, so with an owner that relocks at
+//!   once, spinning on (not giving up at the first lost race) is what keeps the owner on its
+//!   fast path. A long wait teaches the spinner to spin less only if the lock was never seen
+//!   taken by another thread meanwhile (a long critical section, not an owner that keeps
+//!   winning the race). No `sched_yield` phase before sleeping as parking_lot's: it doubled a
+//!   contended counter's throughput on 2 vCPUs and worsened a server's p99 1.5-2x. (Waiters
+//!   do yield through the short `HANDED` and `WAKE_PENDING` windows, below; a `SCHED_FIFO`
+//!   waiter on the CPU of a lower-priority owner preempted in such a window would yield in
+//!   vain: do not mix real-time priorities on one futexkit mutex.)
+//! * Because `parked` is exact, unlock makes a wake call only when someone is registered, and
+//!   wakes exactly one; `WAKING` keeps the unlocks that follow from waking more while the woken
+//!   waiter is still being scheduled (on a VM that takes tens of microseconds, in which a
+//!   running thread unlocks many times). Every registered waiter clears `WAKING`,
+//!   `WAKE_PENDING` and `WAKE_SPENT` when it unregisters, so none outlives its wake.
+//! * No sleeper is ever stranded. An unlock that wakes sets `WAKE_PENDING` while it still owns
+//!   the lock (so the word is alive and only it can set the bit), wakes one, and then: if
+//!   someone woke, releases and turns `WAKE_PENDING` into `WAKING` for that waiter (or, if a
+//!   returning waiter already cleared it, goes round again). If nobody was asleep, every
+//!   registered waiter is between registering and sleeping: nobody sleeps on a value with
+//!   `WAKE_PENDING` (they yield for the length of the wake call), so the unlock releases with
+//!   `WAKE_SPENT`, which each of them clears before it sleeps; until then unlocks do not wake
+//!   in vain (without it, an owner relocking in a loop paid a wake on nearly every unlock
+//!   while a waiter got to sleep). If a returning waiter cleared `WAKE_PENDING` meanwhile,
+//!   someone may have slept since, so the release and a wake go in one `FUTEX_WAKE_OP`
+//!   instead. Nobody registers while `HANDED` is set, for the same reason (below).
+//! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
+//!   `HANDOFF_REQUESTED`. The next unlock (at most one per `STARVATION_LIMIT` per mutex, as
+//!   parking_lot's eventual fairness, so hand-offs cannot become a convoy) keeps the word
+//!   `LOCKED`, sets `HANDED` and wakes one waiter, which claims the lock by clearing `HANDED`:
+//!   newcomers cannot barge in, and yield until the claim. Every registered waiter unregisters
+//!   after its wait returns (woken, timed out or not yet asleep) and unregistering claims a
+//!   pending hand-off; as no registered waiter slept on a value with `HANDED`, at least one of
+//!   them returns, so a hand-off never strands the lock.
 //! * Condvar requeue: `Condvar::notify_all` wakes one waiter and moves the others onto this
-//!   word without touching it. They sleep with the plain bitset (a hand-off wake never reaches
-//!   them), and a waiter that may have been moved takes the lock through
-//!   `RawMutex::lock_after_requeue`, which sets `CONTENDED` as any waiter that slept here does:
-//!   the waiter the notify woke does so after the move, so its unlock wakes the first moved
-//!   sleeper, and so on.
+//!   word without touching it (the mutex may be freed by a returning waiter at any moment), so
+//!   `parked` does not count them. A waiter that may have been moved takes the lock through
+//!   `RawMutex::lock_after_requeue`, which marks `REQUEUED`: while it is set every unlock
+//!   wakes one (as std's "contended" state), and an unlock whose wake found nobody clears it
+//!   as it releases. Moved sleepers are always queued (the kernel moves them asleep), so
+//!   "nobody asleep" proves none is left at the wake; sleepers moved after it are covered
+//!   because the waiter the notify woke directly marks the word after the move (it can take
+//!   the lock only after this release), so the chain of wakes cannot stop while one sleeps.
 //! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
 
 use core::cell::UnsafeCell;
@@ -56,19 +76,20 @@ use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
-use crate::futex::{Deadline, Error, Futex};
+use crate::futex::{Deadline, Error, Futex, WakeOpKind};
 use crate::spin::Spinner;
 
 const LOCKED: u32 = 1;
-const CONTENDED: u32 = 2;
-const HEIR: u32 = 4;
-const HANDED: u32 = 8;
-
-/// The futex bitset every waiter on a mutex word sleeps with, the heir excepted (moved
-/// Condvar waiters included): plain wakes match all bitsets, a hand-off wake only the heir's.
-pub(crate) const WAITER_BITSET: u32 = 1;
-/// The bitset the heir sleeps with.
-const HEIR_BITSET: u32 = 2;
+const HANDOFF_REQUESTED: u32 = 2;
+const HANDED: u32 = 4;
+const WAKING: u32 = 8;
+const REQUEUED: u32 = 16;
+const WAKE_PENDING: u32 = 32;
+const WAKE_SPENT: u32 = 64;
+const ONE_PARKED: u32 = 128;
+/// What a waiter that returns from a wait clears: it is the one a wake was for (or it takes
+/// the place of one that found nobody).
+const WAKE_FLAGS: u32 = WAKING | WAKE_PENDING | WAKE_SPENT;
 
 /// How long a waiter may sleep before the lock is handed to it (as parking_lot and WebKit).
 #[cfg(not(loom))]
@@ -76,6 +97,29 @@ pub const STARVATION_LIMIT: Duration = Duration::from_millis(1);
 /// Zero under loom, so models explore the hand-off on every second sleep.
 #[cfg(loom)]
 pub const STARVATION_LIMIT: Duration = Duration::ZERO;
+
+fn parked(state: u32) -> u32 {
+    state / ONE_PARKED
+}
+
+/// The word after an unlock of `state` that needs no wake call, or `None` if one is due. None
+/// is due with nobody to wake (no registered waiter and no possibly moved one, `REQUEUED`), or
+/// with a wake already on its way (`WAKING`: a woken waiter has not run yet; `WAKE_SPENT`: no
+/// registered waiter is asleep yet). With nobody registered, a stale hand-off request or spent
+/// wake is dropped.
+#[inline]
+fn release_without_wake(state: u32) -> Option<u32> {
+    let waiters = parked(state);
+    let wake_in_flight = state & (WAKING | WAKE_SPENT) != 0;
+    if !wake_in_flight && (waiters > 0 || state & REQUEUED != 0) {
+        return None;
+    }
+    let mut next = state & !LOCKED;
+    if waiters == 0 {
+        next &= !(HANDOFF_REQUESTED | WAKE_SPENT);
+    }
+    Some(next)
+}
 
 /// The lock without data or poisoning: what [`Mutex`] is built on, and what the `lock_api`
 /// feature implements `lock_api::RawMutex` for.
@@ -118,30 +162,6 @@ impl Default for RawMutex {
     }
 }
 
-/// How a waiter stands while it waits for the lock in `lock_contended`.
-#[derive(Clone, Copy)]
-struct Waiter {
-    /// When it first slept on the word (`None`: it has not slept).
-    first_sleep: Option<Instant>,
-    /// It set `HEIR` and has not given it up.
-    heir: bool,
-}
-
-impl Waiter {
-    /// The bits a waiter sets when it takes a free lock from `state`: one that slept marks
-    /// `CONTENDED` (others may sleep still), the heir gives up `HEIR`.
-    fn take(self, state: u32) -> u32 {
-        let mut next = state | LOCKED;
-        if self.first_sleep.is_some() {
-            next |= CONTENDED;
-        }
-        if self.heir {
-            next &= !HEIR;
-        }
-        next
-    }
-}
-
 impl RawMutex {
     /// An unlocked raw mutex.
     #[cfg(not(loom))]
@@ -170,19 +190,21 @@ impl RawMutex {
             self.state
                 .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
         {
-            // Free with a heir waiting (its hand-off is not due yet): take it in place.
+            // Free but the word is not 0 (waiters registered, or a flag): take it in place (as
+            // the contended path would
+            // at once), without the call.
             if state & LOCKED != 0
                 || self
                     .state
                     .compare_exchange(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed)
                     .is_err()
             {
-                self.lock_contended(None, false);
+                self.lock_contended(None);
             }
         }
     }
 
-    /// Takes the lock if it is free now (even ahead of sleeping waiters, as std's does).
+    /// Takes the lock if it is free now (even ahead of parked waiters, as std's does).
     #[inline]
     pub fn try_lock(&self) -> bool {
         let mut state = self.state.load(Ordering::Relaxed);
@@ -204,27 +226,31 @@ impl RawMutex {
 
     /// Blocks until this thread owns the lock or `deadline` passes; returns whether it does.
     pub fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)), false)
+        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread owns the lock or `timeout` passes; returns whether it does.
     pub fn try_lock_for(&self, timeout: Duration) -> bool {
-        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)), false)
+        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)))
     }
 
-    /// Releases the lock, waking one waiter if any may sleep.
+    /// Releases the lock, waking one waiter if any sleeps.
     ///
     /// # Safety
     ///
     /// The calling thread must own the lock (taken with `lock` or a successful `try_lock*`).
     #[inline]
     pub unsafe fn unlock(&self) {
-        if self
-            .state
-            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
+        if let Err(state) =
+            self.state
+                .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
         {
-            self.unlock_contended();
+            // A release that needs no wake call (the common contended case: a wake already on
+            // its way) stays inline.
+            match release_without_wake(state) {
+                Some(next) if self.try_release(state, next).is_ok() => {}
+                _ => self.unlock_contended(),
+            }
         }
     }
 
@@ -238,172 +264,189 @@ impl RawMutex {
         &self.state
     }
 
-    /// Takes the lock for a Condvar waiter that may have been moved onto this word (and woken
-    /// by an unlock): it counts as a waiter that slept here, so it sets `CONTENDED` and its
-    /// unlock wakes the next moved sleeper.
+    /// Takes the lock for a Condvar waiter that may have been moved onto this word and woken
+    /// by an unlock (which set `WAKING` for it, or `HANDED`: a hand-off meant for a parked
+    /// waiter that this one must claim, as the parked one may sleep on). Marks `REQUEUED` so
+    /// that this thread's unlock wakes the next moved sleeper.
     pub(crate) fn lock_after_requeue(&self) {
-        self.lock_contended(None, true);
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let (next, owned) = if state & HANDED != 0 {
+                ((state & !(HANDED | WAKE_FLAGS)) | REQUEUED, true)
+            } else if state & LOCKED == 0 {
+                ((state & !WAKE_FLAGS) | LOCKED | REQUEUED, true)
+            } else {
+                (state & !WAKE_FLAGS, false)
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) if owned => return,
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
+        self.lock();
+        self.state.fetch_or(REQUEUED, Ordering::Relaxed);
     }
 
-    /// Spins for the lock through the shared policy, taking it (with `waiter.take`) whenever
-    /// it is seen free; stops early if `stop_if_contended` and waiters may sleep (spinning past
-    /// sleepers would starve them). Returns whether this thread owns the lock; sets
-    /// `lost_race` if it saw the lock free but another thread took it first.
+    /// Spins for the lock through the shared policy, taking it whenever it is seen free;
+    /// stops early if `stop_if_parked` and a waiter is registered (spinning past sleepers
+    /// would starve them). Returns whether this thread owns the lock; sets `lost_race` if it
+    /// saw the lock free but another thread took it first.
     ///
     /// A spinner that sees the lock free but loses the race keeps spinning: with a barging
     /// owner that relocks at once, giving up there would put it to sleep and cost the owner a
     /// wake call on some later unlock.
-    fn spin_to_acquire(
-        &self,
-        waiter: Waiter,
-        stop_if_contended: bool,
-        lost_race: &mut bool,
-    ) -> bool {
+    fn spin_to_acquire(&self, stop_if_parked: bool, lost_race: &mut bool) -> bool {
         let mut acquired = false;
         self.spinner.spin_until_patiently(|| {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
                 acquired = self
                     .state
-                    .compare_exchange(
-                        state,
-                        waiter.take(state),
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
+                    .compare_exchange(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok();
                 *lost_race |= !acquired;
                 return acquired;
             }
-            stop_if_contended && state & CONTENDED != 0
+            stop_if_parked && parked(state) > 0
         });
         acquired
     }
 
-    /// The contended lock: spin, then sleep until owning the lock or `deadline`. `slept`: the
-    /// caller counts as a waiter that slept on the word (a moved Condvar waiter).
     #[cold]
-    fn lock_contended(&self, deadline: Option<Deadline>, slept: bool) -> bool {
-        let mut waiter = Waiter {
-            first_sleep: slept.then(Instant::now),
-            heir: false,
-        };
+    fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
         let mut lost_race = false;
-        let mut timed_out = false;
         // A timed lock whose deadline has passed (`try_lock_for(Duration::ZERO)`) gets one
         // more look in the loop below, not a spin.
         let spin = deadline.map_or(true, |d| !d.has_passed());
-        if spin && self.spin_to_acquire(waiter, !slept, &mut lost_race) {
+        if spin && self.spin_to_acquire(true, &mut lost_race) {
             return true;
         }
+        let mut first_sleep: Option<Instant> = None;
         // A long wait teaches the spinner to spin less, unless this thread saw the lock free
         // and lost it to another meanwhile: then the lock was changing hands and the wait was
         // long only because others took it first, which is no reason to stop spinning.
-        let learn = |waiter: Waiter, lost_race: bool| {
-            if let (Some(start), false, false) = (waiter.first_sleep, lost_race, slept) {
+        let learn = |first_sleep: Option<Instant>, lost_race: bool| {
+            if let (Some(start), false) = (first_sleep, lost_race) {
                 self.spinner.record_sleep(start.elapsed());
             }
         };
         loop {
             let state = self.state.load(Ordering::Relaxed);
-            let next = if state & LOCKED == 0 {
-                waiter.take(state)
-            } else if waiter.heir && state & HANDED != 0 {
-                // The lock was handed to us: claim it, as a waiter that slept.
-                (state & !HANDED) | CONTENDED
-            } else if timed_out || deadline.is_some_and(|d| d.has_passed()) {
-                if waiter.heir
-                    && self
-                        .state
-                        .compare_exchange_weak(
-                            state,
-                            state & !HEIR,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        )
-                        .is_err()
+            if state & LOCKED == 0 {
+                if self
+                    .state
+                    .compare_exchange_weak(
+                        state,
+                        state | LOCKED,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
                 {
-                    continue;
-                }
-                self.pass_on_wake();
-                return false;
-            } else {
-                let become_heir = !waiter.heir
-                    && state & HEIR == 0
-                    && waiter
-                        .first_sleep
-                        .is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
-                let sleep_on = state | CONTENDED | if become_heir { HEIR } else { 0 };
-                if sleep_on != state
-                    && self
-                        .state
-                        .compare_exchange_weak(
-                            state,
-                            sleep_on,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        )
-                        .is_err()
-                {
-                    continue;
-                }
-                waiter.heir |= become_heir;
-                waiter.first_sleep.get_or_insert_with(Instant::now);
-                let bitset = if waiter.heir {
-                    HEIR_BITSET
-                } else {
-                    WAITER_BITSET
-                };
-                // Woken, timed out, spurious or the word changed: look again (a timeout is the
-                // kernel's word that the deadline passed: take the lock if free, else give
-                // up). The heir never sleeps on a value with HANDED (it claims above), so no
-                // hand-off waits for a claimant asleep on it.
-                timed_out =
-                    self.state.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut);
-                if timed_out {
-                    continue;
-                }
-                // Woken: the waker released the lock before its wake call and may take it back
-                // at once; give it a chance to come free before sleeping again (as std does).
-                // The heir looks at once instead: a hand-off may be waiting for its claim.
-                if !waiter.heir && self.spin_to_acquire(waiter, false, &mut lost_race) {
-                    learn(waiter, lost_race);
+                    learn(first_sleep, lost_race);
                     return true;
                 }
                 continue;
-            };
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
+            if state & (HANDED | WAKE_PENDING) != 0 {
+                // The lock is reserved for a registered waiter about to claim it, or its owner
+                // is in the middle of a wake. A value with HANDED must never be slept on: it
+                // could recur in a later hand-off while we still sleep on it, with everyone
+                // asleep and nobody left to claim; nor one with WAKE_PENDING, so that a wake
+                // that finds nobody proves nobody sleeps (`unlock_contended`). Either window is
+                // short (one wake-up, at most once per STARVATION_LIMIT; one wake call), so step
+                // aside.
+                crate::thread::yield_now();
+                continue;
+            }
+            let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
+            // Never sleep on WAKE_SPENT: clear it, so the next unlock wakes again
+            // (`release_after_vain_wake`).
+            let registered =
+                ((state + ONE_PARKED) & !WAKE_SPENT) | if starving { HANDOFF_REQUESTED } else { 0 };
             if self
                 .state
-                .compare_exchange_weak(state, next, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+                .compare_exchange_weak(state, registered, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
             {
-                learn(waiter, lost_race);
+                continue;
+            }
+            first_sleep.get_or_insert_with(Instant::now);
+            let mut expected = registered;
+            // Other waiters registering change the word too: while the lock stays held (and
+            // not handed over), sleep again on the new value instead of unregistering and
+            // registering anew, which would change the word under yet others (a cascade of
+            // failed waits). A value that could have been registered is as safe to sleep on.
+            while let Err(Error::ValueChanged) = self.state.wait(expected, deadline) {
+                let mut now = self.state.load(Ordering::Relaxed);
+                while now & WAKE_PENDING != 0 {
+                    crate::thread::yield_now();
+                    now = self.state.load(Ordering::Relaxed);
+                }
+                if now & LOCKED == 0 || now & HANDED != 0 {
+                    break;
+                }
+                expected = now & !WAKE_SPENT;
+                if now & WAKE_SPENT != 0 {
+                    // If this fails the word changed: the next wait returns at once, or sleeps
+                    // on a value without WAKE_SPENT (another waiter cleared it), as wanted.
+                    let _ = self.state.compare_exchange(
+                        now,
+                        expected,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+            // Any other outcome (woken, timed out, spurious) goes through the same
+            // unregistering, which claims a hand-off meant for us.
+            if self.unregister(expected & REQUEUED != 0) {
+                return true;
+            }
+            // Woken: the waker releases the lock right after its wake call, and may take it
+            // back at once; give it a chance to come free before sleeping again (as std does),
+            // even with others parked: going back to sleep here costs the waker another wake.
+            if self.spin_to_acquire(false, &mut lost_race) {
+                learn(first_sleep, lost_race);
                 return true;
             }
         }
     }
 
-    /// A timed waiter gives up: the wake it may have consumed was meant to keep the chain of
-    /// wakes going, so pass it on. If the lock is held, make sure its unlock wakes one; if it
-    /// is free, wake one now (this thread is still inside a call on the mutex, so the word is
-    /// alive).
-    fn pass_on_wake(&self) {
+    /// Leaves the parked count; if the lock was handed over, claims it (returns true).
+    ///
+    /// `slept_on_requeued`: the value this waiter last slept on had `REQUEUED`. An unlock that
+    /// saw only moved sleepers releases, clears `REQUEUED` and wakes one in one call, counting
+    /// on the woken to re-mark it; a registered waiter queued ahead of them (a higher-priority
+    /// thread that registered meanwhile) may be the one woken instead, so it re-marks it.
+    fn unregister(&self, slept_on_requeued: bool) -> bool {
+        let remark = if slept_on_requeued { REQUEUED } else { 0 };
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            if state & LOCKED == 0 {
-                let _ = self.state.wake(1);
-                return;
-            }
-            if state & CONTENDED != 0 {
-                return;
-            }
+            let (next, claimed) = if state & HANDED != 0 {
+                (
+                    ((state - ONE_PARKED) & !(HANDED | WAKE_FLAGS)) | remark,
+                    true,
+                )
+            } else {
+                (((state - ONE_PARKED) & !WAKE_FLAGS) | remark, false)
+            };
             match self.state.compare_exchange_weak(
                 state,
-                state | CONTENDED,
-                Ordering::Relaxed,
+                next,
+                Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => return claimed,
                 Err(now) => state = now,
             }
         }
@@ -415,28 +458,94 @@ impl RawMutex {
         // Decided at most once per unlock: the check consumes the rate limit.
         let mut hand_off_allowed = None;
         loop {
-            if state & HEIR != 0 && *hand_off_allowed.get_or_insert_with(|| self.hand_off_due()) {
-                // Keep the lock LOCKED for the heir, and wake it alone.
-                let handed = (state & !HEIR) | HANDED;
-                match self.try_release(state, handed) {
-                    Ok(()) => {
-                        // A raw address: the heir may claim, unlock and free the mutex before
-                        // this call.
-                        let _ = Futex::wake_bitset_at(self.state.as_ptr(), 1, HEIR_BITSET);
-                        return;
-                    }
+            if let Some(next) = release_without_wake(state) {
+                match self.try_release(state, next) {
+                    Ok(()) => return,
                     Err(now) => state = now,
                 }
                 continue;
             }
-            match self.try_release(state, state & !(LOCKED | CONTENDED)) {
-                Ok(()) => {
-                    if state & CONTENDED != 0 {
-                        // After the release, by address: the mutex may be freed already.
-                        let _ = Futex::wake_at(self.state.as_ptr(), 1);
-                    }
-                    return;
+            let waiters = parked(state);
+            if waiters == 0 {
+                // Only moved sleepers may be queued: release and wake one in one call. The one
+                // woken re-marks REQUEUED when it takes the lock (a moved sleeper through
+                // `lock_after_requeue`, a registered one through `unregister`), so the chain
+                // goes on; if nobody was queued, none is left (moved sleepers are always
+                // queued).
+                let _ = self
+                    .state
+                    .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
+                return;
+            }
+            // A wake is due. Fairness is considered only then (as parking_lot decides it only
+            // when it unparks), so an owner that keeps relocking pays no clock read.
+            if state & HANDOFF_REQUESTED != 0
+                && *hand_off_allowed.get_or_insert_with(|| self.hand_off_due())
+            {
+                let handed = (state & !HANDOFF_REQUESTED) | HANDED | WAKING;
+                match self.try_release(state, handed) {
+                    Ok(()) => return self.finish_hand_off(),
+                    Err(now) => state = now,
                 }
+                continue;
+            }
+            // Reserve the wake while still owning the lock (the word stays alive for it).
+            // Nobody sleeps on a value with WAKE_PENDING, so any sleeper this wake can miss is
+            // queued before it; a waiter that returns from its wait meanwhile clears it.
+            if let Err(now) = self.state.compare_exchange_weak(
+                state,
+                state | WAKE_PENDING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                state = now;
+                continue;
+            }
+            let woken = self.state.wake(1).unwrap_or(0);
+            state = self.state.load(Ordering::Relaxed);
+            if woken == 0 {
+                return self.release_after_vain_wake(state);
+            }
+            // Release, turning WAKE_PENDING into WAKING for the woken waiter to clear, unless
+            // a returning waiter cleared it: the woken one may have found the lock still held
+            // and gone back to sleep, so wake again.
+            while state & WAKE_PENDING != 0 {
+                match self.try_release(state, (state & !(LOCKED | WAKE_PENDING)) | WAKING) {
+                    Ok(()) => return,
+                    Err(now) => state = now,
+                }
+            }
+        }
+    }
+
+    /// Releases after a wake that found nobody asleep: the registered waiters are all between
+    /// registering and sleeping, or back from a wait and about to unregister.
+    ///
+    /// If `WAKE_PENDING` is still set, no registered waiter has slept since it was set:
+    /// release with `WAKE_SPENT`, which every registered waiter clears before it sleeps or as
+    /// it unregisters, and until then no unlock wakes in vain (a thread relocking in a loop
+    /// would otherwise pay a wake on nearly every unlock while a waiter gets to sleep). If a
+    /// returning waiter cleared it, others may have slept since: release and wake in one call
+    /// (under the kernel's bucket lock a waiter is queued before the change or sees it).
+    /// Moved (requeued) sleepers are always queued, so none was left at the wake; any moved
+    /// later are covered by the re-mark of the waiter the notify woke (module documentation).
+    /// With nobody registered, a stale hand-off request is dropped too.
+    fn release_after_vain_wake(&self, mut state: u32) {
+        loop {
+            if state & WAKE_PENDING == 0 && parked(state) > 0 {
+                let _ = self
+                    .state
+                    .update_and_wake(WakeOpKind::AndNot, LOCKED | REQUEUED, 1);
+                return;
+            }
+            let mut next = state & !(LOCKED | REQUEUED | WAKE_PENDING);
+            if parked(state) > 0 {
+                next |= WAKE_SPENT;
+            } else {
+                next &= !HANDOFF_REQUESTED;
+            }
+            match self.try_release(state, next) {
+                Ok(()) => return,
                 Err(now) => state = now,
             }
         }
@@ -469,6 +578,15 @@ impl RawMutex {
         } else {
             false
         }
+    }
+
+    /// The word is `LOCKED | HANDED`: wake a waiter to claim it. Every registered waiter
+    /// unregisters after its wait returns, and unregistering claims `HANDED`, so the hand-off
+    /// completes even when this wake finds nobody asleep yet (the waiter is between registering
+    /// and sleeping: its wait sees the changed word and returns at once).
+    fn finish_hand_off(&self) {
+        // A raw address: the claimant may unlock and free the mutex before this call.
+        let _ = Futex::wake_at(self.state.as_ptr(), 1);
     }
 }
 

@@ -273,13 +273,7 @@ impl<S: Scope> Futex<S> {
         }
         #[cfg(loom)]
         {
-            crate::loom::futex_wait(
-                self.addr(),
-                &self.word,
-                expected,
-                bitset,
-                deadline.is_some(),
-            )
+            crate::loom::futex_wait(self.addr(), &self.word, expected, deadline.is_some())
         }
         #[cfg(not(loom))]
         {
@@ -372,7 +366,7 @@ impl<S: Scope> Futex<S> {
         let n = n.min(i32::MAX as u32);
         #[cfg(loom)]
         {
-            Ok(crate::loom::futex_wake(addr as usize, n, bitset))
+            Ok(crate::loom::futex_wake(addr as usize, n))
         }
         #[cfg(not(loom))]
         {
