@@ -6,10 +6,10 @@
 //! bit 0      LOCKED             someone owns the lock
 //! bit 1      HANDOFF_REQUESTED  a waiter has slept for STARVATION_LIMIT: hand it the lock
 //! bit 2      HANDED             locked, and reserved for a waiter woken to take it
-//! bit 3      WAKING             a woken waiter has not run yet: do not wake another
+//! bit 3      WAKING             a woken waiter is on its way to the lock: do not wake another
 //! bit 4      REQUEUED           a Condvar may have moved sleepers here that `parked` omits
-//! bit 5      WAKE_PENDING       the owner is in its wake call: nobody sleeps on this value
-//! bit 6      WAKE_SPENT         a wake found no registered waiter asleep: clear before sleeping
+//! bit 5      WAKE_PENDING       (REQUEUED only) the owner is in its wake call: nobody sleeps
+//! bit 6      WAKE_SPENT         (REQUEUED only) a wake found nobody asleep: clear before sleeping
 //! bits 7..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
 //!
@@ -33,20 +33,30 @@
 //!   vain: do not mix real-time priorities on one futexkit mutex.)
 //! * Because `parked` is exact, unlock makes a wake call only when someone is registered, and
 //!   wakes exactly one; `WAKING` keeps the unlocks that follow from waking more while the woken
-//!   waiter is still being scheduled (on a VM that takes tens of microseconds, in which a
-//!   running thread unlocks many times). Every registered waiter clears `WAKING`,
-//!   `WAKE_PENDING` and `WAKE_SPENT` when it unregisters, so none outlives its wake.
-//! * No sleeper is ever stranded. An unlock that wakes sets `WAKE_PENDING` while it still owns
-//!   the lock (so the word is alive and only it can set the bit), wakes one, and then: if
-//!   someone woke, releases and turns `WAKE_PENDING` into `WAKING` for that waiter (or, if a
-//!   returning waiter already cleared it, goes round again). If nobody was asleep, every
-//!   registered waiter is between registering and sleeping: nobody sleeps on a value with
-//!   `WAKE_PENDING` (they yield for the length of the wake call), so the unlock releases with
-//!   `WAKE_SPENT`, which each of them clears before it sleeps; until then unlocks do not wake
-//!   in vain (without it, an owner relocking in a loop paid a wake on nearly every unlock
-//!   while a waiter got to sleep). If a returning waiter cleared `WAKE_PENDING` meanwhile,
-//!   someone may have slept since, so the release and a wake go in one `FUTEX_WAKE_OP`
-//!   instead. Nobody registers while `HANDED` is set, for the same reason (below).
+//!   waiter is on its way (on a VM a wake-up takes tens of microseconds, in which a running
+//!   thread unlocks many times). The woken waiter keeps the mark until it takes the lock,
+//!   sleeps again or gives up, so no unlock wakes a second waiter to compete with it.
+//! * Release before the wake: an unlock that wakes releases the lock, sets `WAKING` and wakes
+//!   one in a single `FUTEX_WAKE_OP` (the kernel changes the word under its bucket lock, so a
+//!   sleeper is queued before the change, and may be woken, or sees it). Apart from Condvar
+//!   requeue and hand-off (below), the lock is not held across the wake call, so a waker
+//!   preempted by the thread it woke (common on an oversubscribed machine) holds nothing; an earlier protocol that held it there and had
+//!   waiters yield meanwhile ran a bounded Mutex + Condvar queue 2-4x slower than std's.
+//! * No sleeper is ever stranded by `WAKING`. The unlock cannot see whether its wake found
+//!   anyone (the word may be freed once released). If it found nobody, every registered waiter
+//!   was awake: a waiter that sees `WAKING` appear while it is registered and awake clears it
+//!   before sleeping, and a sleep on a value with `WAKING` is bounded by `WAKE_GRACE` (1 ms),
+//!   after which the sleeper clears it (a waiter that read `WAKING` before the wake and after
+//!   cannot tell the two marks apart). A mistaken clear costs one extra wake, never a lost one.
+//! * Condvar requeue keeps the older, holding protocol (below): an unlock that sees
+//!   `REQUEUED` sets `WAKE_PENDING` while it still owns the lock, wakes one, and then: if
+//!   someone woke, releases and turns `WAKE_PENDING` into `WAKING`; if nobody was asleep
+//!   (nobody sleeps on a value with `WAKE_PENDING`: waiters yield for the length of the wake
+//!   call), releases with `WAKE_SPENT` and clears `REQUEUED`, as moved sleepers are always
+//!   queued; `WAKE_SPENT` is cleared by each registered waiter before it sleeps, and until
+//!   then unlocks do not wake in vain. If a returning waiter cleared `WAKE_PENDING` meanwhile,
+//!   someone may have slept since, so the release and a wake go in one `FUTEX_WAKE_OP`.
+//!   Nobody registers while `HANDED` is set (below).
 //! * Starvation: a waiter that has been parked for [`STARVATION_LIMIT`] sets
 //!   `HANDOFF_REQUESTED`. The next unlock (at most one per `STARVATION_LIMIT` per mutex, as
 //!   parking_lot's eventual fairness, so hand-offs cannot become a convoy) keeps the word
@@ -98,6 +108,10 @@ pub const STARVATION_LIMIT: Duration = Duration::from_millis(1);
 #[cfg(loom)]
 pub const STARVATION_LIMIT: Duration = Duration::ZERO;
 
+/// How long a waiter sleeps on a word marked `WAKING` before it clears the mark itself
+/// (`RawMutex::sleep`): the longest a wake that found nobody asleep can delay a waiter.
+const WAKE_GRACE: Duration = Duration::from_millis(1);
+
 fn parked(state: u32) -> u32 {
     state / ONE_PARKED
 }
@@ -116,7 +130,7 @@ fn release_without_wake(state: u32) -> Option<u32> {
     }
     let mut next = state & !LOCKED;
     if waiters == 0 {
-        next &= !(HANDOFF_REQUESTED | WAKE_SPENT);
+        next &= !(HANDOFF_REQUESTED | WAKE_SPENT | WAKING);
     }
     Some(next)
 }
@@ -301,14 +315,19 @@ impl RawMutex {
     /// A spinner that sees the lock free but loses the race keeps spinning: with a barging
     /// owner that relocks at once, giving up there would put it to sleep and cost the owner a
     /// wake call on some later unlock.
-    fn spin_to_acquire(&self, stop_if_parked: bool, lost_race: &mut bool) -> bool {
+    fn spin_to_acquire(&self, stop_if_parked: bool, clear: u32, lost_race: &mut bool) -> bool {
         let mut acquired = false;
         self.spinner.spin_until_patiently(|| {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
                 acquired = self
                     .state
-                    .compare_exchange(state, state | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .compare_exchange(
+                        state,
+                        (state | LOCKED) & !clear,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
                     .is_ok();
                 *lost_race |= !acquired;
                 return acquired;
@@ -324,7 +343,7 @@ impl RawMutex {
         // A timed lock whose deadline has passed (`try_lock_for(Duration::ZERO)`) gets one
         // more look in the loop below, not a spin.
         let spin = deadline.map_or(true, |d| !d.has_passed());
-        if spin && self.spin_to_acquire(true, &mut lost_race) {
+        if spin && self.spin_to_acquire(true, 0, &mut lost_race) {
             return true;
         }
         let mut first_sleep: Option<Instant> = None;
@@ -336,6 +355,11 @@ impl RawMutex {
                 self.spinner.record_sleep(start.elapsed());
             }
         };
+        // WAKING this thread must clear: set once it returns from a sleep, as the waiter an
+        // unlock woke (or in the place of one) that is still on its way to the lock. Keeping
+        // the mark until this thread takes the lock, sleeps again or gives up spares the
+        // unlocks meanwhile from waking others to compete with it.
+        let mut owed_clear = 0;
         loop {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
@@ -343,7 +367,7 @@ impl RawMutex {
                     .state
                     .compare_exchange_weak(
                         state,
-                        state | LOCKED,
+                        (state | LOCKED) & !owed_clear,
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
@@ -355,6 +379,7 @@ impl RawMutex {
                 continue;
             }
             if deadline.is_some_and(|d| d.has_passed()) {
+                self.state.fetch_and(!owed_clear, Ordering::Relaxed);
                 return false;
             }
             if state & (HANDED | WAKE_PENDING) != 0 {
@@ -370,9 +395,10 @@ impl RawMutex {
             }
             let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
             // Never sleep on WAKE_SPENT: clear it, so the next unlock wakes again
-            // (`release_after_vain_wake`).
-            let registered =
-                ((state + ONE_PARKED) & !WAKE_SPENT) | if starving { HANDOFF_REQUESTED } else { 0 };
+            // (`release_after_vain_wake`). WAKING stays: a woken waiter is most likely on its
+            // way, and clearing it would let the next unlock wake another (`sleep`).
+            let registered = ((state + ONE_PARKED) & !(WAKE_SPENT | owed_clear))
+                | if starving { HANDOFF_REQUESTED } else { 0 };
             if self
                 .state
                 .compare_exchange_weak(state, registered, Ordering::Relaxed, Ordering::Relaxed)
@@ -381,43 +407,78 @@ impl RawMutex {
                 continue;
             }
             first_sleep.get_or_insert_with(Instant::now);
-            let mut expected = registered;
-            // Other waiters registering change the word too: while the lock stays held (and
-            // not handed over), sleep again on the new value instead of unregistering and
-            // registering anew, which would change the word under yet others (a cascade of
-            // failed waits). A value that could have been registered is as safe to sleep on.
-            while let Err(Error::ValueChanged) = self.state.wait(expected, deadline) {
-                let mut now = self.state.load(Ordering::Relaxed);
-                while now & WAKE_PENDING != 0 {
-                    crate::thread::yield_now();
-                    now = self.state.load(Ordering::Relaxed);
-                }
-                if now & LOCKED == 0 || now & HANDED != 0 {
-                    break;
-                }
-                expected = now & !WAKE_SPENT;
-                if now & WAKE_SPENT != 0 {
-                    // If this fails the word changed: the next wait returns at once, or sleeps
-                    // on a value without WAKE_SPENT (another waiter cleared it), as wanted.
-                    let _ = self.state.compare_exchange(
-                        now,
-                        expected,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
-                }
-            }
+            let expected = self.sleep(registered, deadline);
             // Any other outcome (woken, timed out, spurious) goes through the same
             // unregistering, which claims a hand-off meant for us.
             if self.unregister(expected & REQUEUED != 0) {
                 return true;
             }
-            // Woken: the waker releases the lock right after its wake call, and may take it
-            // back at once; give it a chance to come free before sleeping again (as std does),
+            owed_clear = WAKING;
+            // Woken: the waker released the lock in its wake call, and may take it back at
+            // once; give it a chance to come free before sleeping again (as std does),
             // even with others parked: going back to sleep here costs the waker another wake.
-            if self.spin_to_acquire(false, &mut lost_race) {
+            if self.spin_to_acquire(false, owed_clear, &mut lost_race) {
                 learn(first_sleep, lost_race);
                 return true;
+            }
+        }
+    }
+
+    /// Sleeps as a registered waiter, first on `registered`, until woken, the lock is free or
+    /// handed over, or `deadline` passes; returns the value it last slept on.
+    ///
+    /// Other waiters registering change the word too: while the lock stays held (and not
+    /// handed over), sleep again on the new value instead of unregistering and registering
+    /// anew, which would change the word under yet others (a cascade of failed waits). A value
+    /// that could have been registered is as safe to sleep on.
+    ///
+    /// `WAKING` is kept when sleeping, so that the unlocks after a wake do not wake others
+    /// while the woken waiter is on its way. But the unlock that sets it cannot see whether its
+    /// wake found anyone (it has released the word by then): if nobody was asleep, every
+    /// registered waiter was awake, and one of them must clear it. So a waiter that sees
+    /// `WAKING` appear while it is registered and awake clears it, and a sleep on a value with
+    /// `WAKING` is bounded by [`WAKE_GRACE`], after which the waiter clears it too (the wake it
+    /// waited for may have found nobody: a value seen before and after it can be equal). Either
+    /// way a mistaken clear costs one extra wake, never a lost one.
+    fn sleep(&self, registered: u32, deadline: Option<Deadline>) -> u32 {
+        let mut expected = registered;
+        loop {
+            let bounded = if expected & WAKING == 0 {
+                deadline
+            } else {
+                match deadline {
+                    Some(d) if d.remaining() <= WAKE_GRACE => Some(d),
+                    _ => Some(Deadline::after(WAKE_GRACE)),
+                }
+            };
+            let grace_over = match self.state.wait(expected, bounded) {
+                Err(Error::ValueChanged) => false,
+                Err(Error::TimedOut) if !deadline.is_some_and(|d| d.has_passed()) => true,
+                // Woken, timed out or spurious: the caller unregisters.
+                _ => return expected,
+            };
+            let mut now = self.state.load(Ordering::Relaxed);
+            while now & WAKE_PENDING != 0 {
+                crate::thread::yield_now();
+                now = self.state.load(Ordering::Relaxed);
+            }
+            if now & LOCKED == 0 || now & HANDED != 0 {
+                return expected;
+            }
+            let mut clear = WAKE_SPENT;
+            if now & WAKING != 0 && (expected & WAKING == 0 || grace_over) {
+                clear |= WAKING;
+            }
+            expected = now & !clear;
+            if now & clear != 0 {
+                // If this fails the word changed: the next wait returns at once, or sleeps on
+                // a value without the flags (another waiter cleared them), as wanted.
+                let _ = self.state.compare_exchange(
+                    now,
+                    expected,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
             }
         }
     }
@@ -438,7 +499,12 @@ impl RawMutex {
                     true,
                 )
             } else {
-                (((state - ONE_PARKED) & !WAKE_FLAGS) | remark, false)
+                // WAKING stays: the caller clears it when it takes the lock, sleeps again or
+                // gives up (`lock_contended`).
+                (
+                    ((state - ONE_PARKED) & !(WAKE_PENDING | WAKE_SPENT)) | remark,
+                    false,
+                )
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -489,9 +555,25 @@ impl RawMutex {
                 }
                 continue;
             }
-            // Reserve the wake while still owning the lock (the word stays alive for it).
-            // Nobody sleeps on a value with WAKE_PENDING, so any sleeper this wake can miss is
-            // queued before it; a waiter that returns from its wait meanwhile clears it.
+            if state & REQUEUED == 0 {
+                // Release and wake in one call, marking WAKING in the same step: the kernel
+                // changes the word under its bucket lock, so every sleeper is either queued
+                // before (and one is woken) or sees the new word. The woken waiter clears
+                // WAKING once it takes the lock or sleeps again; if nobody was asleep, a
+                // registered waiter clears it (`sleep`), so no wake is withheld for long. The
+                // lock is free before the wake call: the woken thread can take it at once, and
+                // a waker preempted in the call holds nothing. Only the owner sets LOCKED and
+                // WAKING, both known here (held, and clear), so the flip is exact.
+                let _ = self
+                    .state
+                    .update_and_wake(WakeOpKind::Xor, LOCKED | WAKING, 1);
+                return;
+            }
+            // Moved sleepers may be queued too: an unlock whose wake finds nobody clears
+            // REQUEUED, so it must see the outcome while still owning the word. Reserve the
+            // wake while still owning the lock (the word stays alive for it). Nobody sleeps on
+            // a value with WAKE_PENDING, so any sleeper this wake can miss is queued before
+            // it; a waiter that returns from its wait meanwhile clears it.
             if let Err(now) = self.state.compare_exchange_weak(
                 state,
                 state | WAKE_PENDING,
