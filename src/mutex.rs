@@ -31,8 +31,9 @@
 //!   do yield through the short `HANDED` and `WAKE_PENDING` windows, below; a `SCHED_FIFO`
 //!   waiter on the CPU of a lower-priority owner preempted in such a window would yield in
 //!   vain: do not mix real-time priorities on one futexkit mutex.)
-//! * Because `parked` is exact, unlock makes a wake call only when someone is registered, and
-//!   wakes exactly one; `WAKING` keeps the unlocks that follow from waking more while the woken
+//! * Because `parked` is exact, unlock makes a wake call only when someone is registered (or
+//!   may have been moved here, `REQUEUED`), and wakes exactly one; `WAKING` keeps the unlocks
+//!   that follow from waking more while the woken
 //!   waiter is on its way (on a VM a wake-up takes tens of microseconds, in which a running
 //!   thread unlocks many times). The woken waiter keeps the mark until it takes the lock,
 //!   sleeps again or gives up, so no unlock wakes a second waiter to compete with it.
@@ -97,8 +98,8 @@ const REQUEUED: u32 = 16;
 const WAKE_PENDING: u32 = 32;
 const WAKE_SPENT: u32 = 64;
 const ONE_PARKED: u32 = 128;
-/// What a waiter that returns from a wait clears: it is the one a wake was for (or it takes
-/// the place of one that found nobody).
+/// What a waiter clears when it claims a hand-off or takes the lock after a requeue: it is the
+/// one a wake was for (or it takes the place of one that found nobody).
 const WAKE_FLAGS: u32 = WAKING | WAKE_PENDING | WAKE_SPENT;
 
 /// How long a waiter may sleep before the lock is handed to it (as parking_lot and WebKit).
@@ -118,9 +119,9 @@ fn parked(state: u32) -> u32 {
 
 /// The word after an unlock of `state` that needs no wake call, or `None` if one is due. None
 /// is due with nobody to wake (no registered waiter and no possibly moved one, `REQUEUED`), or
-/// with a wake already on its way (`WAKING`: a woken waiter has not run yet; `WAKE_SPENT`: no
-/// registered waiter is asleep yet). With nobody registered, a stale hand-off request or spent
-/// wake is dropped.
+/// with a wake already on its way (`WAKING`: a woken waiter is on its way to the lock;
+/// `WAKE_SPENT`: no registered waiter is asleep yet). With nobody registered, a stale hand-off
+/// request or wake mark is dropped.
 #[inline]
 fn release_without_wake(state: u32) -> Option<u32> {
     let waiters = parked(state);
@@ -379,8 +380,23 @@ impl RawMutex {
                 continue;
             }
             if deadline.is_some_and(|d| d.has_passed()) {
-                self.state.fetch_and(!owed_clear, Ordering::Relaxed);
-                return false;
+                // Clear an owed WAKING only while the lock is held, so that the owner's unlock
+                // wakes the next waiter; clearing it after an unlock that skipped its wake
+                // because of the mark would strand a sleeper.
+                if state & owed_clear == 0
+                    || self
+                        .state
+                        .compare_exchange_weak(
+                            state,
+                            state & !owed_clear,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                {
+                    return false;
+                }
+                continue;
             }
             if state & (HANDED | WAKE_PENDING) != 0 {
                 // The lock is reserved for a registered waiter about to claim it, or its owner
@@ -395,8 +411,9 @@ impl RawMutex {
             }
             let starving = first_sleep.is_some_and(|start| start.elapsed() >= STARVATION_LIMIT);
             // Never sleep on WAKE_SPENT: clear it, so the next unlock wakes again
-            // (`release_after_vain_wake`). WAKING stays: a woken waiter is most likely on its
-            // way, and clearing it would let the next unlock wake another (`sleep`).
+            // (`release_after_vain_wake`). WAKING stays unless this thread owes it: another
+            // woken waiter is most likely on its way, and clearing it would let the next unlock
+            // wake a second one (`sleep`).
             let registered = ((state + ONE_PARKED) & !(WAKE_SPENT | owed_clear))
                 | if starving { HANDOFF_REQUESTED } else { 0 };
             if self
@@ -414,8 +431,8 @@ impl RawMutex {
                 return true;
             }
             owed_clear = WAKING;
-            // Woken: the waker released the lock in its wake call, and may take it back at
-            // once; give it a chance to come free before sleeping again (as std does),
+            // Woken: the waker released the lock in (or, on a requeued word, just after) its
+            // wake call, and may take it back at once; give it a chance to come free before sleeping again (as std does),
             // even with others parked: going back to sleep here costs the waker another wake.
             if self.spin_to_acquire(false, owed_clear, &mut lost_race) {
                 learn(first_sleep, lost_race);
