@@ -20,11 +20,10 @@
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
 //!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
 //!   arrival not past registered waiters), looking at the word only every 32 `spin_loop` hints
-//!   (0.1-1.5 us depending on the CPU) and taking the
-//!   lock whenever it is seen free; only then register in `parked` and sleep on the word. A
-//!   waiter that sleeps costs some later unlock a wake call, so with an owner that relocks at
-//!   once, spinning on (not giving up at the first lost race) is what keeps the owner on its
-//!   fast path. A long wait teaches the spinner to spin less only if the lock was never seen
+//!   (0.1-1.5 us depending on the CPU) and taking the lock whenever it is seen free; only then
+//!   register in `parked` and sleep on the word. A waiter that sleeps costs some later unlock
+//!   a wake call, so with an owner that relocks at once, spinning on (not giving up at the
+//!   first lost race) is what keeps the owner on its fast path. A long wait teaches the spinner to spin less only if the lock was never seen
 //!   taken by another thread meanwhile (a long critical section, not an owner that keeps
 //!   winning the race). No `sched_yield` phase before sleeping as parking_lot's: it doubled a
 //!   contended counter's throughput on 2 vCPUs and worsened a server's p99 1.5-2x. (Waiters
@@ -33,16 +32,17 @@
 //!   vain: do not mix real-time priorities on one futexkit mutex.)
 //! * Because `parked` is exact, unlock makes a wake call only when someone is registered (or
 //!   may have been moved here, `REQUEUED`), and wakes exactly one; `WAKING` keeps the unlocks
-//!   that follow from waking more while the woken
-//!   waiter is on its way (on a VM a wake-up takes tens of microseconds, in which a running
-//!   thread unlocks many times). The woken waiter keeps the mark until it takes the lock,
-//!   sleeps again or gives up, so no unlock wakes a second waiter to compete with it.
+//!   that follow from waking more while the woken waiter is on its way (on a VM a wake-up
+//!   takes tens of microseconds, in which a running thread unlocks many times). The woken
+//!   waiter keeps the mark until it takes the lock, sleeps again or gives up, so no unlock
+//!   wakes a second waiter to compete with it.
 //! * Release before the wake: an unlock that wakes releases the lock, sets `WAKING` and wakes
 //!   one in a single `FUTEX_WAKE_OP` (the kernel changes the word under its bucket lock, so a
 //!   sleeper is queued before the change, and may be woken, or sees it). Apart from Condvar
 //!   requeue and hand-off (below), the lock is not held across the wake call, so a waker
-//!   preempted by the thread it woke (common on an oversubscribed machine) holds nothing; an earlier protocol that held it there and had
-//!   waiters yield meanwhile ran a bounded Mutex + Condvar queue 2-4x slower than std's.
+//!   preempted by the thread it woke (common on an oversubscribed machine) holds nothing; an
+//!   earlier protocol that held it there and had waiters yield meanwhile ran a bounded Mutex +
+//!   Condvar queue 2-4x slower than std's.
 //! * No sleeper is ever stranded by `WAKING`. The unlock cannot see whether its wake found
 //!   anyone (the word may be freed once released). If it found nobody, every registered waiter
 //!   was awake: a waiter that sees `WAKING` appear while it is registered and awake clears it
@@ -205,9 +205,8 @@ impl RawMutex {
             self.state
                 .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
         {
-            // Free but the word is not 0 (waiters registered, or a flag): take it in place (as
-            // the contended path would
-            // at once), without the call.
+            // Free but the word is not 0 (waiters registered, or a flag): take it in place, as
+            // the contended path would at once, without the call.
             if state & LOCKED != 0
                 || self
                     .state
@@ -432,8 +431,9 @@ impl RawMutex {
             }
             owed_clear = WAKING;
             // Woken: the waker released the lock in (or, on a requeued word, just after) its
-            // wake call, and may take it back at once; give it a chance to come free before sleeping again (as std does),
-            // even with others parked: going back to sleep here costs the waker another wake.
+            // wake call, and may take it back at once; give it a chance to come free before
+            // sleeping again (as std does), even with others parked: going back to sleep here
+            // costs the waker another wake.
             if self.spin_to_acquire(false, owed_clear, &mut lost_race) {
                 learn(first_sleep, lost_race);
                 return true;

@@ -93,11 +93,10 @@ impl Spinner {
 
     /// Like [`spin_until`](Spinner::spin_until), but after the first look (before any hint)
     /// looks at the condition only every `MAX_PAUSES_BETWEEN_CHECKS` hints (or once at the end
-    /// of a budget shorter than that): for a contended lock, where each
-    /// early look pulls the cache line away from an owner about to relock, and the lock
-    /// changing hands at every release costs more than it gives (a waiter that backs off lets
-    /// the running owner do many critical sections in a row, as parking_lot's yielding waiter
-    /// does).
+    /// of a budget shorter than that): for a contended lock, where each early look pulls the
+    /// cache line away from an owner about to relock, and the lock changing hands at every
+    /// release costs more than it gives (a waiter that backs off lets the running owner do many
+    /// critical sections in a row, as parking_lot's yielding waiter does).
     #[inline]
     pub fn spin_until_patiently(&self, mut done: impl FnMut() -> bool) -> bool {
         if done() {
