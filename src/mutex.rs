@@ -19,13 +19,15 @@
 //!   `#[cold]`.
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
 //!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
-//!   arrival not past registered waiters), looking at the word only every 32 `spin_loop` hints
-//!   (0.1-1.5 us depending on the CPU) and taking the lock whenever it is seen free; only then
-//!   register in `parked` and sleep on the word. A waiter that sleeps costs some later unlock
-//!   a wake call, so with an owner that relocks at once, spinning on (not giving up at the
-//!   first lost race) is what keeps the owner on its fast path. A long wait teaches the spinner to spin less only if the lock was never seen
-//!   taken by another thread meanwhile (a long critical section, not an owner that keeps
-//!   winning the race). No `sched_yield` phase before sleeping as parking_lot's: it doubled a
+//!   arrival not past registered waiters), taking the lock whenever it is seen free; only then
+//!   register in `parked` and sleep on the word. Once an owner that relocks at once has won
+//!   races for the free lock, the waiter looks only every 32 `spin_loop` hints (0.1-1.5 us
+//!   depending on the CPU) for the next several contended locks, else at the usual
+//!   exponential pace ([`Spinner::spin_for_lock`]). A waiter that sleeps costs some later
+//!   unlock a wake call, so with an owner that relocks at once, spinning on (not giving up at
+//!   the first lost race) is what keeps the owner on its fast path. A long wait teaches the
+//!   spinner to spin less only if the lock was never seen taken by another thread meanwhile (a
+//!   long critical section, not an owner that keeps winning the race). No `sched_yield` phase before sleeping as parking_lot's: it doubled a
 //!   contended counter's throughput on 2 vCPUs and worsened a server's p99 1.5-2x. (Waiters
 //!   do yield through the short `HANDED` and `WAKE_PENDING` windows, below; a `SCHED_FIFO`
 //!   waiter on the CPU of a lower-priority owner preempted in such a window would yield in
@@ -88,7 +90,7 @@ use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
 use crate::futex::{Deadline, Error, Futex, WakeOpKind};
-use crate::spin::Spinner;
+use crate::spin::{LockLook, Spinner};
 
 const LOCKED: u32 = 1;
 const HANDOFF_REQUESTED: u32 = 2;
@@ -317,7 +319,7 @@ impl RawMutex {
     /// wake call on some later unlock.
     fn spin_to_acquire(&self, stop_if_parked: bool, clear: u32, lost_race: &mut bool) -> bool {
         let mut acquired = false;
-        self.spinner.spin_until_patiently(|| {
+        self.spinner.spin_for_lock(|| {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
                 acquired = self
@@ -330,9 +332,17 @@ impl RawMutex {
                     )
                     .is_ok();
                 *lost_race |= !acquired;
-                return acquired;
+                return if acquired {
+                    LockLook::Done
+                } else {
+                    LockLook::LostRace
+                };
             }
-            stop_if_parked && parked(state) > 0
+            if stop_if_parked && parked(state) > 0 {
+                LockLook::Done
+            } else {
+                LockLook::Held
+            }
         });
         acquired
     }
