@@ -38,8 +38,8 @@
 //!
 //! State: each [`Spinner`] holds the learned average (an `AtomicU32` of nanoseconds), the
 //! number of threads spinning on it now (`AtomicU16`, never above [`max_spinners`]) and a lock
-//! spinner's patience (`AtomicU8`, 0 = eager; 8 bytes in all); the cost of one `spin_loop` iteration is calibrated
-//! once per process.
+//! spinner's patience (`AtomicU8`, 0 = eager; 8 bytes in all); the cost of one `spin_loop`
+//! iteration is calibrated once per process.
 
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -415,7 +415,11 @@ mod tests {
     #[test]
     fn lost_races_make_a_lock_spinner_patient_and_clean_spins_wear_it_off() {
         let s = Spinner::new();
-        assert_eq!(s.patience.load(Ordering::Relaxed), 0, "a new spinner is eager");
+        assert_eq!(
+            s.patience.load(Ordering::Relaxed),
+            0,
+            "a new spinner is eager"
+        );
         // The first look loses the race, the next takes the lock (if spinning can pay now;
         // else the spin gives up at once). Either way the lost race was counted, and a spin
         // with a lost race in it wears nothing off.
@@ -439,7 +443,11 @@ mod tests {
         assert_eq!(s.patience.load(Ordering::Relaxed), 1);
         s.wear_patience();
         s.wear_patience();
-        assert_eq!(s.patience.load(Ordering::Relaxed), 0, "eager again, and no wrap");
+        assert_eq!(
+            s.patience.load(Ordering::Relaxed),
+            0,
+            "eager again, and no wrap"
+        );
         // A first look that takes the lock changes nothing.
         assert!(s.spin_for_lock(|| LockLook::Done));
         assert_eq!(s.patience.load(Ordering::Relaxed), 0);
