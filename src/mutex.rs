@@ -27,8 +27,9 @@
 //!   unlock a wake call, so with an owner that relocks at once, spinning on (not giving up at
 //!   the first lost race) is what keeps the owner on its fast path. A long wait teaches the
 //!   spinner to spin less only if the lock was never seen taken by another thread meanwhile (a
-//!   long critical section, not an owner that keeps winning the race). No `sched_yield` phase before sleeping as parking_lot's: it doubled a
-//!   contended counter's throughput on 2 vCPUs and worsened a server's p99 1.5-2x. (Waiters
+//!   long critical section, not an owner that keeps winning the race). No `sched_yield` phase
+//!   before sleeping as parking_lot's: it doubled a contended counter's throughput on 2 vCPUs
+//!   and worsened a server's p99 1.5-2x. (Waiters
 //!   do yield through the short `HANDED` and `WAKE_PENDING` windows, below; a `SCHED_FIFO`
 //!   waiter on the CPU of a lower-priority owner preempted in such a window would yield in
 //!   vain: do not mix real-time priorities on one futexkit mutex.)
@@ -322,24 +323,26 @@ impl RawMutex {
         self.spinner.spin_for_lock(|| {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
-                acquired = self
-                    .state
-                    .compare_exchange(
-                        state,
-                        (state | LOCKED) & !clear,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok();
-                *lost_race |= !acquired;
-                return if acquired {
-                    LockLook::Done
-                } else {
-                    LockLook::LostRace
+                return match self.state.compare_exchange(
+                    state,
+                    (state | LOCKED) & !clear,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        acquired = true;
+                        LockLook::Done
+                    }
+                    Err(now) if now & LOCKED != 0 => {
+                        *lost_race = true;
+                        LockLook::LostRace
+                    }
+                    // Still free: only another bit changed (a waiter came or went); look again.
+                    Err(_) => LockLook::Held,
                 };
             }
             if stop_if_parked && parked(state) > 0 {
-                LockLook::Done
+                LockLook::GiveUp
             } else {
                 LockLook::Held
             }

@@ -11,8 +11,10 @@
 //!   out that spinning pays: each side's wait is then the partner's wake-up, longer than the
 //!   cap, so both keep sleeping. With a 20 us cap that is what happened on a 2-vCPU VM whose
 //!   wake-ups took 25-50 us (Mutex + Condvar ping-pong 75 us, emulated swap 27 us; 8 and 0.4 us
-//!   with this cap). Spinning at most about as long as blocking costs is the classic
-//!   2-competitive rule; waits longer than the cap still teach the spinner to spin less;
+//!   with this cap). The cap is fixed, not measured: on a machine whose wake-ups take 10 us a
+//!   waiter may now spin through waits of 20-100 us that would cost it less asleep (a wake-up
+//!   per wait); waits longer than the cap still teach the spinner to spin less. A spin
+//!   started by a timed wait is not cut at its deadline, so it may overshoot by up to the cap;
 //! * **adaptive**: each [`Spinner`] (one per primitive) keeps a moving average of how long its
 //!   recent waits lasted, glibc-style (`learned += (sample - learned) / 8`), and spins for about
 //!   twice that. A wait that outlasted the cap pulls the average down, so a primitive whose
@@ -47,6 +49,8 @@ use std::time::{Duration, Instant};
 
 /// The longest a single spin may last.
 pub const MAX_SPIN_NS: u32 = 100_000;
+/// Where a new spinner's learned average starts: a budget of 10 us, until its waits say more.
+const INITIAL_LEARNED_NS: u32 = 5_000;
 /// The shortest budget a spinning primitive gets, so it can discover that spinning pays again.
 const MIN_SPIN_NS: u32 = 200;
 /// The longest run of `spin_loop` hints between two checks of the condition.
@@ -76,7 +80,7 @@ pub struct Spinner {
     /// Threads spinning on this spinner now (at most [`max_spinners`]).
     spinning: AtomicU16,
     /// How patiently a lock's spinner paces its looks ([`Spinner::spin_for_lock`]): raised by
-    /// races lost for a free lock, lowered by spins that end without one; 0 = eager.
+    /// races lost for a free lock, lowered by spins that take the lock without one; 0 = eager.
     patience: AtomicU8,
 }
 
@@ -92,9 +96,13 @@ enum Pace {
 
 /// What one look at a contended lock found, for [`Spinner::spin_for_lock`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LockLook {
-    /// This thread took the lock, or has another reason to stop spinning.
+    /// This thread took the lock: stop spinning.
     Done,
+    /// Stop spinning without the lock (the caller has a reason of its own): the spin neither
+    /// learns from this wait nor changes its patience.
+    GiveUp,
     /// The lock is held by another thread.
     Held,
     /// The lock was seen free, but another thread took it first.
@@ -111,7 +119,7 @@ impl Spinner {
     /// A spinner that starts by spinning a moderate amount.
     pub const fn new() -> Spinner {
         Spinner {
-            learned_ns: AtomicU32::new(MAX_SPIN_NS / 4),
+            learned_ns: AtomicU32::new(INITIAL_LEARNED_NS),
             spinning: AtomicU16::new(0),
             patience: AtomicU8::new(0),
         }
@@ -145,8 +153,10 @@ impl Spinner {
     /// sees it free but loses the race), looking eagerly only makes the lock change hands more
     /// (a waiter that backs off lets the running owner do many critical sections in a row, as
     /// parking_lot's yielding waiter does). So a lost race makes this spinner patient for a
-    /// while: it looks only every `MAX_PAUSES_BETWEEN_CHECKS` hints (0.1-1.5 us). Spins that end
-    /// without a lost race wear the patience off: where the lock is simply handed back and
+    /// while: it looks only every `MAX_PAUSES_BETWEEN_CHECKS` hints (0.1-1.5 us). Spins that
+    /// take the lock after at least one pause, without a lost race, wear the patience off (a
+    /// spin that runs out of budget, or finds the lock free at once, changes nothing): where
+    /// the lock is simply handed back and
     /// forth (a Mutex + Condvar ping-pong), the eager look takes it within a few hundred
     /// nanoseconds of its release instead of up to a microsecond later.
     ///
@@ -168,6 +178,7 @@ impl Spinner {
     pub fn spin_for_lock(&self, mut look: impl FnMut() -> LockLook) -> bool {
         match look() {
             LockLook::Done => true,
+            LockLook::GiveUp => false,
             LockLook::Held => self.spin_slow(&mut look, Pace::Lock { lost_race: false }),
             LockLook::LostRace => {
                 self.lost_race();
@@ -233,23 +244,9 @@ impl Spinner {
         if budget == 0 {
             return false;
         }
-        // Spinners across all primitives share the CPUs too: at most half of them spin at
-        // once, or a lock holder and a notifier find their CPUs taken by waiters.
-        if SPINNING_IN_PROCESS.fetch_add(1, Ordering::Relaxed) >= max_spinners_in_process() {
-            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+        let Some(_counted) = SpinnerSlot::take(self) else {
             return false;
-        }
-        let max_here = max_spinners() as u16;
-        if self
-            .spinning
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < max_here).then_some(n + 1)
-            })
-            .is_err()
-        {
-            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-            return false;
-        }
+        };
         let ns_per_iter = ns_per_spin_iteration();
         let max_iters = (budget / ns_per_iter).max(1);
         let mut iters = 0;
@@ -280,6 +277,7 @@ impl Spinner {
                     held = true;
                     break;
                 }
+                LockLook::GiveUp => break,
                 LockLook::LostRace => {
                     if !lost_race {
                         self.lost_race();
@@ -294,8 +292,6 @@ impl Spinner {
         if paced_for_lock && held && !lost_race {
             self.wear_patience();
         }
-        self.spinning.fetch_sub(1, Ordering::Relaxed);
-        SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
         held
     }
 
@@ -326,6 +322,43 @@ impl Spinner {
             learned - (learned - sample_ns) / 8
         };
         self.learned_ns.store(next, Ordering::Relaxed);
+    }
+}
+
+/// A place among the threads allowed to spin, in the process and on one spinner; given back
+/// when dropped, also if a caller's look panics.
+struct SpinnerSlot<'a> {
+    spinner: &'a Spinner,
+}
+
+impl<'a> SpinnerSlot<'a> {
+    /// Takes a place if there is one: spinners across all primitives share the CPUs too, so at
+    /// most half of them spin at once, or a lock holder and a notifier find their CPUs taken
+    /// by waiters; and at most [`max_spinners`] on one primitive.
+    fn take(spinner: &'a Spinner) -> Option<SpinnerSlot<'a>> {
+        if SPINNING_IN_PROCESS.fetch_add(1, Ordering::Relaxed) >= max_spinners_in_process() {
+            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let max_here = max_spinners() as u16;
+        if spinner
+            .spinning
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max_here).then_some(n + 1)
+            })
+            .is_err()
+        {
+            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(SpinnerSlot { spinner })
+    }
+}
+
+impl Drop for SpinnerSlot<'_> {
+    fn drop(&mut self) {
+        self.spinner.spinning.fetch_sub(1, Ordering::Relaxed);
+        SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -448,9 +481,20 @@ mod tests {
             0,
             "eager again, and no wrap"
         );
-        // A first look that takes the lock changes nothing.
+        // A first look that takes the lock changes nothing, nor does giving up.
         assert!(s.spin_for_lock(|| LockLook::Done));
-        assert_eq!(s.patience.load(Ordering::Relaxed), 0);
+        s.lost_race();
+        let mut looks = 0;
+        let taken = s.spin_for_lock(|| {
+            looks += 1;
+            if looks == 1 {
+                LockLook::Held
+            } else {
+                LockLook::GiveUp
+            }
+        });
+        assert!(!taken);
+        assert_eq!(s.patience.load(Ordering::Relaxed), PATIENCE_PER_LOST_RACE);
     }
 
     #[test]
