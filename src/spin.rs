@@ -55,8 +55,8 @@ const INITIAL_LEARNED_NS: u32 = 5_000;
 const MIN_SPIN_NS: u32 = 200;
 /// The longest run of `spin_loop` hints between two checks of the condition.
 const MAX_PAUSES_BETWEEN_CHECKS: u32 = 32;
-/// How many spins for a lock a lost race makes patient (worn off by one per spin that ends
-/// without a lost race), and the most that lost races can add up to.
+/// How many spins for a lock a lost race makes patient (worn off by one per spin that takes
+/// the lock without a lost race), and the most that lost races can add up to.
 const PATIENCE_PER_LOST_RACE: u8 = 4;
 const MAX_PATIENCE: u8 = 16;
 /// How often the oversubscription check re-reads `/proc/loadavg`.
@@ -156,9 +156,9 @@ impl Spinner {
     /// while: it looks only every `MAX_PAUSES_BETWEEN_CHECKS` hints (0.1-1.5 us). Spins that
     /// take the lock after at least one pause, without a lost race, wear the patience off (a
     /// spin that runs out of budget, or finds the lock free at once, changes nothing): where
-    /// the lock is simply handed back and
-    /// forth (a Mutex + Condvar ping-pong), the eager look takes it within a few hundred
-    /// nanoseconds of its release instead of up to a microsecond later.
+    /// the lock is simply handed back and forth (a Mutex + Condvar ping-pong), the eager look
+    /// takes it within a few hundred nanoseconds of its release instead of up to a microsecond
+    /// later.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,7 +181,7 @@ impl Spinner {
             LockLook::GiveUp => false,
             LockLook::Held => self.spin_slow(&mut look, Pace::Lock { lost_race: false }),
             LockLook::LostRace => {
-                self.lost_race();
+                self.note_lost_race();
                 self.spin_slow(&mut look, Pace::Lock { lost_race: true })
             }
         }
@@ -280,7 +280,7 @@ impl Spinner {
                 LockLook::GiveUp => break,
                 LockLook::LostRace => {
                     if !lost_race {
-                        self.lost_race();
+                        self.note_lost_race();
                     }
                     lost_race = true;
                     MAX_PAUSES_BETWEEN_CHECKS
@@ -296,7 +296,7 @@ impl Spinner {
     }
 
     /// A look for a free lock lost the race: be patient for the next few spins.
-    fn lost_race(&self) {
+    fn note_lost_race(&self) {
         let patience = self.patience.load(Ordering::Relaxed);
         self.patience.store(
             patience
@@ -306,7 +306,7 @@ impl Spinner {
         );
     }
 
-    /// A spin for a lock ended without a lost race: a little less patience next time.
+    /// A spin for a lock took it without a lost race: a little less patience next time.
     fn wear_patience(&self) {
         let patience = self.patience.load(Ordering::Relaxed);
         if patience > 0 {
@@ -467,7 +467,7 @@ mod tests {
         });
         assert_eq!(s.patience.load(Ordering::Relaxed), PATIENCE_PER_LOST_RACE);
         for _ in 0..10 {
-            s.lost_race();
+            s.note_lost_race();
         }
         assert_eq!(s.patience.load(Ordering::Relaxed), MAX_PATIENCE, "bounded");
         for _ in 0..MAX_PATIENCE - 1 {
@@ -483,7 +483,7 @@ mod tests {
         );
         // A first look that takes the lock changes nothing, nor does giving up.
         assert!(s.spin_for_lock(|| LockLook::Done));
-        s.lost_race();
+        s.note_lost_race();
         let mut looks = 0;
         let taken = s.spin_for_lock(|| {
             looks += 1;
