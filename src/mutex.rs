@@ -318,9 +318,15 @@ impl RawMutex {
     /// A spinner that sees the lock free but loses the race keeps spinning: with a barging
     /// owner that relocks at once, giving up there would put it to sleep and cost the owner a
     /// wake call on some later unlock.
-    fn spin_to_acquire(&self, stop_if_parked: bool, clear: u32, lost_race: &mut bool) -> bool {
+    fn spin_to_acquire(
+        &self,
+        deadline: Option<&Deadline>,
+        stop_if_parked: bool,
+        clear: u32,
+        lost_race: &mut bool,
+    ) -> bool {
         let mut acquired = false;
-        self.spinner.spin_for_lock(|| {
+        self.spinner.spin_for_lock_before(deadline, || {
             let state = self.state.load(Ordering::Relaxed);
             if state & LOCKED == 0 {
                 return match self.state.compare_exchange(
@@ -353,10 +359,9 @@ impl RawMutex {
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
         let mut lost_race = false;
-        // A timed lock whose deadline has passed (`try_lock_for(Duration::ZERO)`) gets one
-        // more look in the loop below, not a spin.
-        let spin = deadline.map_or(true, |d| !d.has_passed());
-        if spin && self.spin_to_acquire(true, 0, &mut lost_race) {
+        // A timed lock spins no further than its deadline; one whose deadline has passed
+        // (`try_lock_for(Duration::ZERO)`) only looks once more.
+        if self.spin_to_acquire(deadline.as_ref(), true, 0, &mut lost_race) {
             return true;
         }
         let mut first_sleep: Option<Instant> = None;
@@ -447,7 +452,7 @@ impl RawMutex {
             // wake call, and may take it back at once; give it a chance to come free before
             // sleeping again (as std does), even with others parked: going back to sleep here
             // costs the waker another wake.
-            if self.spin_to_acquire(false, owed_clear, &mut lost_race) {
+            if self.spin_to_acquire(deadline.as_ref(), false, owed_clear, &mut lost_race) {
                 learn(first_sleep, lost_race);
                 return true;
             }

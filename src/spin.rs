@@ -13,8 +13,9 @@
 //!   wake-ups took 25-50 us (Mutex + Condvar ping-pong 75 us, emulated swap 27 us; 8 and 0.4 us
 //!   with this cap). The cap is fixed, not measured: on a machine whose wake-ups take 10 us a
 //!   waiter may now spin through waits of 20-100 us that would cost it less asleep (a wake-up
-//!   per wait); waits longer than the cap still teach the spinner to spin less. A spin
-//!   started by a timed wait is not cut at its deadline, so it may overshoot by up to the cap;
+//!   per wait); waits longer than the cap still teach the spinner to spin less. A timed
+//!   wait's spin ends at its deadline ([`Spinner::spin_until_before`]), and a wait that timed
+//!   out teaches nothing unless it outlasted the cap;
 //! * **adaptive**: each [`Spinner`] (one per primitive) keeps a moving average of how long its
 //!   recent waits lasted, glibc-style (`learned += (sample - learned) / 8`), and spins for about
 //!   twice that. A wait that outlasted the cap pulls the average down, so a primitive whose
@@ -46,6 +47,8 @@
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use crate::futex::Deadline;
 
 /// The longest a single spin may last.
 pub const MAX_SPIN_NS: u32 = 100_000;
@@ -129,7 +132,34 @@ impl Spinner {
     /// `done` held. Calls `done` at least once, and does not spin at all when spinning cannot
     /// pay (see the module documentation).
     #[inline]
-    pub fn spin_until(&self, mut done: impl FnMut() -> bool) -> bool {
+    pub fn spin_until(&self, done: impl FnMut() -> bool) -> bool {
+        self.spin_until_before(None, done)
+    }
+
+    /// [`spin_until`](Spinner::spin_until) for a timed wait: the spin also ends at `deadline`,
+    /// and does not start once it has passed (`done` is still called once).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futexkit::futex::Deadline;
+    /// use futexkit::spin::Spinner;
+    ///
+    /// let spinner = Spinner::new();
+    /// let passed = Deadline::after(Duration::ZERO);
+    /// // The deadline has passed: one check, no spin.
+    /// let mut checks = 0;
+    /// assert!(!spinner.spin_until_before(Some(&passed), || {
+    ///     checks += 1;
+    ///     false
+    /// }));
+    /// assert_eq!(checks, 1);
+    /// ```
+    #[inline]
+    pub fn spin_until_before(
+        &self,
+        deadline: Option<&Deadline>,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
         if done() {
             return true;
         }
@@ -142,6 +172,7 @@ impl Spinner {
                 }
             },
             Pace::Backoff,
+            deadline,
         )
     }
 
@@ -175,14 +206,25 @@ impl Spinner {
     /// assert!(taken);
     /// ```
     #[inline]
-    pub fn spin_for_lock(&self, mut look: impl FnMut() -> LockLook) -> bool {
+    pub fn spin_for_lock(&self, look: impl FnMut() -> LockLook) -> bool {
+        self.spin_for_lock_before(None, look)
+    }
+
+    /// [`spin_for_lock`](Spinner::spin_for_lock) for a timed lock: the spin also ends at
+    /// `deadline`, and does not start once it has passed (`look` is still called once).
+    #[inline]
+    pub fn spin_for_lock_before(
+        &self,
+        deadline: Option<&Deadline>,
+        mut look: impl FnMut() -> LockLook,
+    ) -> bool {
         match look() {
             LockLook::Done => true,
             LockLook::GiveUp => false,
-            LockLook::Held => self.spin_slow(&mut look, Pace::Lock { lost_race: false }),
+            LockLook::Held => self.spin_slow(&mut look, Pace::Lock { lost_race: false }, deadline),
             LockLook::LostRace => {
                 self.note_lost_race();
-                self.spin_slow(&mut look, Pace::Lock { lost_race: true })
+                self.spin_slow(&mut look, Pace::Lock { lost_race: true }, deadline)
             }
         }
     }
@@ -197,9 +239,11 @@ impl Spinner {
         &self,
         word: &crate::futex::Futex<S>,
         expected: u32,
-        deadline: Option<crate::futex::Deadline>,
+        deadline: Option<Deadline>,
     ) -> Result<(), crate::futex::Error> {
-        if self.spin_until(|| word.load(Ordering::Acquire) != expected) {
+        if self.spin_until_before(deadline.as_ref(), || {
+            word.load(Ordering::Acquire) != expected
+        }) {
             return Ok(());
         }
         let start = Instant::now();
@@ -208,7 +252,11 @@ impl Spinner {
             Err(crate::futex::Error::ValueChanged) => Ok(()),
             other => other,
         };
-        self.record_sleep(start.elapsed());
+        if result == Err(crate::futex::Error::TimedOut) {
+            self.record_timeout(start.elapsed());
+        } else {
+            self.record_sleep(start.elapsed());
+        }
         result
     }
 
@@ -224,6 +272,15 @@ impl Spinner {
         }
     }
 
+    /// Tells the spinner that a wait that had to sleep timed out after `waited`. Only a wait
+    /// that outlasted the cap teaches anything (to spin less): a shorter one ended at the
+    /// caller's deadline, which says nothing about when the condition would have held.
+    pub fn record_timeout(&self, waited: Duration) {
+        if waited.as_nanos() > u128::from(MAX_SPIN_NS) {
+            self.learn(0);
+        }
+    }
+
     /// The current spin budget in nanoseconds (0 when spinning cannot pay now).
     pub fn budget_ns(&self) -> u32 {
         if !spinning_can_pay() {
@@ -233,14 +290,29 @@ impl Spinner {
         learned.saturating_mul(2).clamp(MIN_SPIN_NS, MAX_SPIN_NS)
     }
 
+    /// The spin budget for a wait that ends at `deadline`: [`budget_ns`](Spinner::budget_ns),
+    /// cut to the time left (0 once it has passed).
+    pub fn budget_before_ns(&self, deadline: Option<&Deadline>) -> u32 {
+        let budget = self.budget_ns();
+        match deadline {
+            Some(deadline) if budget > 0 => clamp_to_remaining(budget, deadline.remaining()),
+            _ => budget,
+        }
+    }
+
     /// The spin itself: `look` after each run of hints until it returns [`LockLook::Done`] or
-    /// the budget runs out, paced as `pace` says.
+    /// the budget (cut at `deadline`) runs out, paced as `pace` says.
     #[cold]
-    fn spin_slow(&self, look: &mut dyn FnMut() -> LockLook, pace: Pace) -> bool {
+    fn spin_slow(
+        &self,
+        look: &mut dyn FnMut() -> LockLook,
+        pace: Pace,
+        deadline: Option<&Deadline>,
+    ) -> bool {
         if cfg!(loom) {
             return look() == LockLook::Done;
         }
-        let budget = self.budget_ns();
+        let budget = self.budget_before_ns(deadline);
         if budget == 0 {
             return false;
         }
@@ -323,6 +395,11 @@ impl Spinner {
         };
         self.learned_ns.store(next, Ordering::Relaxed);
     }
+}
+
+/// A spin budget of `budget_ns` cut to `remaining`, the time left before a deadline.
+fn clamp_to_remaining(budget_ns: u32, remaining: Duration) -> u32 {
+    u32::try_from(remaining.as_nanos()).map_or(budget_ns, |left| budget_ns.min(left))
 }
 
 /// A place among the threads allowed to spin, in the process and on one spinner; given back
@@ -498,6 +575,39 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_cuts_the_spin() {
+        assert_eq!(clamp_to_remaining(100_000, Duration::from_micros(3)), 3_000);
+        assert_eq!(clamp_to_remaining(100_000, Duration::from_secs(1)), 100_000);
+        assert_eq!(
+            clamp_to_remaining(100_000, Duration::from_secs(3600)),
+            100_000
+        );
+        assert_eq!(clamp_to_remaining(100_000, Duration::ZERO), 0);
+        let s = Spinner::new();
+        let passed = Deadline::after(Duration::ZERO);
+        assert_eq!(s.budget_before_ns(Some(&passed)), 0);
+        let far = Deadline::after(Duration::from_secs(3600));
+        assert!(s.budget_before_ns(Some(&far)) <= MAX_SPIN_NS);
+        // Past the deadline: one look, no spin, whatever the budget.
+        let mut looks = 0;
+        let taken = s.spin_for_lock_before(Some(&passed), || {
+            looks += 1;
+            LockLook::Held
+        });
+        assert!(!taken);
+        assert_eq!(looks, 1);
+    }
+
+    #[test]
+    fn only_a_timeout_beyond_the_cap_teaches() {
+        let s = Spinner::new();
+        s.record_timeout(Duration::from_micros(1));
+        assert_eq!(s.learned_ns.load(Ordering::Relaxed), INITIAL_LEARNED_NS);
+        s.record_timeout(Duration::from_millis(5));
+        assert!(s.learned_ns.load(Ordering::Relaxed) < INITIAL_LEARNED_NS);
+    }
+
+    #[test]
     fn spin_until_reports_the_condition() {
         let s = Spinner::new();
         assert!(s.spin_until(|| true));
@@ -553,7 +663,7 @@ pub fn wait_on_owner<S: crate::futex::Scope>(
     word: &crate::futex::Futex<S>,
     owner_tid: u32,
     spinner: &Spinner,
-    deadline: Option<crate::futex::Deadline>,
+    deadline: Option<Deadline>,
 ) -> Result<(), crate::futex::Error> {
     #[cfg(not(loom))]
     if crate::capabilities().has(crate::futex::Capability::Spin) {

@@ -357,10 +357,9 @@ impl<S: Scope> Parker<S> {
 
     #[cold]
     fn park_slow(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        if self
-            .spinner
-            .spin_until(|| self.state.load(Ordering::Relaxed) == NOTIFIED)
-        {
+        if self.spinner.spin_until_before(deadline.as_ref(), || {
+            self.state.load(Ordering::Relaxed) == NOTIFIED
+        }) {
             return self.consume();
         }
         let start = Instant::now();
@@ -403,7 +402,7 @@ impl<S: Scope> Parker<S> {
                     Ordering::Acquire,
                 ) {
                     Ok(_) => {
-                        self.spinner.record_sleep(start.elapsed());
+                        self.spinner.record_timeout(start.elapsed());
                         Err(Error::TimedOut)
                     }
                     Err(NOTIFIED) => self.consume(),
