@@ -20,16 +20,19 @@
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
 //!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
 //!   arrival not past registered waiters), taking the lock whenever it is seen free; only then
-//!   register in `parked` and sleep on the word. Once an owner that relocks at once has won
+//!   register in `parked` and sleep on the word. Where spinning cannot pay because the machine
+//!   is oversubscribed by lock waiters, the policy yields a few times instead (also past
+//!   registered waiters: every thread that could take the lock is on a run queue then, and a
+//!   sleeper that waits long has the lock handed to it). Once an owner that relocks at once has won
 //!   races for the free lock, the waiter looks only every 32 `spin_loop` hints (0.1-1.5 us
 //!   depending on the CPU) for the next several contended locks, else at the usual
 //!   exponential pace ([`Spinner::spin_for_lock`]). A waiter that sleeps costs some later
 //!   unlock a wake call, so with an owner that relocks at once, spinning on (not giving up at
 //!   the first lost race) is what keeps the owner on its fast path. A long wait teaches the
 //!   spinner to spin less only if the lock was never seen taken by another thread meanwhile (a
-//!   long critical section, not an owner that keeps winning the race). No `sched_yield` phase
-//!   before sleeping as parking_lot's: it doubled a contended counter's throughput on 2 vCPUs
-//!   and worsened a server's p99 1.5-2x. (Waiters
+//!   long critical section, not an owner that keeps winning the race). The yield phase is
+//!   not parking_lot's unconditional one: yielding on every contended lock worsened a
+//!   server's p99 1.5-2x, as its waiters queued behind client threads. (Waiters
 //!   do yield through the short `HANDED` and `WAKE_PENDING` windows, below; a `SCHED_FIFO`
 //!   waiter on the CPU of a lower-priority owner preempted in such a window would yield in
 //!   vain: do not mix real-time priorities on one futexkit mutex.)
@@ -91,7 +94,7 @@ use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
 use crate::futex::{Deadline, Error, Futex, WakeOpKind};
-use crate::spin::{LockLook, Spinner};
+use crate::spin::{LockLook, LockWaiter, Spinner};
 
 const LOCKED: u32 = 1;
 const HANDOFF_REQUESTED: u32 = 2;
@@ -310,10 +313,11 @@ impl RawMutex {
         self.state.fetch_or(REQUEUED, Ordering::Relaxed);
     }
 
-    /// Spins for the lock through the shared policy, taking it whenever it is seen free;
-    /// stops early if `stop_if_parked` and a waiter is registered (spinning past sleepers
-    /// would starve them). Returns whether this thread owns the lock; sets `lost_race` if it
-    /// saw the lock free but another thread took it first.
+    /// Spins (or, oversubscribed, yields) for the lock through the shared policy, taking it
+    /// whenever it is seen free; with `report_sleepers`, tells the policy when waiters are
+    /// registered (a spin then stops: spinning past sleepers would starve them). Returns
+    /// whether this thread owns the lock; sets `lost_race` if it saw the lock free but another
+    /// thread took it first.
     ///
     /// A spinner that sees the lock free but loses the race keeps spinning: with a barging
     /// owner that relocks at once, giving up there would put it to sleep and cost the owner a
@@ -321,7 +325,7 @@ impl RawMutex {
     fn spin_to_acquire(
         &self,
         deadline: Option<&Deadline>,
-        stop_if_parked: bool,
+        report_sleepers: bool,
         clear: u32,
         lost_race: &mut bool,
     ) -> bool {
@@ -347,8 +351,8 @@ impl RawMutex {
                     Err(_) => LockLook::Held,
                 };
             }
-            if stop_if_parked && parked(state) > 0 {
-                LockLook::GiveUp
+            if report_sleepers && parked(state) > 0 {
+                LockLook::HeldWithSleepers
             } else {
                 LockLook::Held
             }
@@ -358,6 +362,7 @@ impl RawMutex {
 
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        let _waiter = LockWaiter::enter();
         let mut lost_race = false;
         // A timed lock spins no further than its deadline; one whose deadline has passed
         // (`try_lock_for(Duration::ZERO)`) only looks once more.
