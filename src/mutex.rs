@@ -20,8 +20,8 @@
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
 //!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
 //!   arrival not past registered waiters), taking the lock whenever it is seen free; only then
-//!   register in `parked` and sleep on the word. Where spinning cannot pay because the machine
-//!   is oversubscribed by lock waiters, the policy yields a few times instead (also past
+//!   register in `parked` and sleep on the word. Where spinning cannot pay because a small
+//!   machine is oversubscribed by lock waiters, the policy yields a few times instead (also past
 //!   registered waiters: every thread that could take the lock is on a run queue then, and a
 //!   sleeper that waits long has the lock handed to it). Once an owner that relocks at once has won
 //!   races for the free lock, the waiter looks only every 32 `spin_loop` hints (0.1-1.5 us

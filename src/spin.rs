@@ -31,8 +31,9 @@
 //!   learned per spinner from lost races, [`Spinner::spin_for_lock`]);
 //! * for a lock, **yields instead** where spinning cannot pay because the machine is
 //!   oversubscribed, but only while the runnable threads are no more than one per CPU besides
-//!   this process's lock waiters ([`LockWaiter`]): up to 8 `sched_yield`s, looking after each,
-//!   before sleeping (as parking_lot's waiters do, always). Then a yield hands the CPU to
+//!   this process's lock waiters ([`LockWaiter`]), and on at most 4 CPUs: up to 8
+//!   `sched_yield`s, looking after each, before sleeping (as parking_lot's waiters do, always;
+//!   on 16 vCPUs theirs collapse, every yielder pulling the lock's cache line). Then a yield hands the CPU to
 //!   another waiter or to the lock's owner, perhaps preempted on this very CPU, where a sleep
 //!   would cost a wake per hand-over (a contended counter on 2 vCPUs ran 1.3-2.3x faster at
 //!   4-32 threads). Where other work is runnable, a yield queues the waiter behind it (a
@@ -433,6 +434,12 @@ impl Spinner {
 /// The most `sched_yield`s a waiter for a lock makes before it sleeps (as parking_lot's).
 const MAX_YIELDS_FOR_LOCK: u32 = 8;
 
+/// The most usable CPUs on which the yield phase runs. Every yielding waiter looks at the lock's
+/// word after each yield; with many CPUs that is many CPUs pulling the owner's cache line, which
+/// is how parking_lot's yielding waiters fall to 0.66 Mops/s at 32 threads on 16 vCPUs (std:
+/// 6.3). It won on 2 vCPUs; on bigger machines waiters sleep until it is measured there.
+const MAX_CPUS_FOR_YIELDING: usize = 4;
+
 /// Threads in this process now waiting for a contended lock, asleep or not ([`LockWaiter`]).
 static LOCK_WAITERS_IN_PROCESS: AtomicU32 = AtomicU32::new(0);
 
@@ -466,8 +473,9 @@ impl Drop for LockWaiter {
 }
 
 /// Whether a waiter for a lock should yield rather than sleep at once: spinning cannot pay
-/// (one CPU, or more runnable threads than CPUs), but the runnable threads are no more than
-/// one per CPU besides this process's lock waiters. Then the threads a yield gives the CPU to
+/// (one CPU, or more runnable threads than CPUs), the machine is small enough
+/// ([`MAX_CPUS_FOR_YIELDING`]), and the runnable threads are no more than one per CPU besides
+/// this process's lock waiters. Then the threads a yield gives the CPU to
 /// are (nearly) all waiters that look and yield back, or the lock's owner, perhaps preempted
 /// on this very CPU; a sleep instead costs some later unlock a wake. Where other work is
 /// runnable, a yield queues the waiter behind it, which a server's p99 showed (1.5-2x worse),
@@ -482,9 +490,9 @@ fn yielding_can_pay() -> bool {
 }
 
 /// Whether `runnable` threads (system-wide; 0 = unknown) are at most one per CPU besides
-/// this process's lock `waiters`.
+/// this process's lock `waiters`, on a machine of at most [`MAX_CPUS_FOR_YIELDING`] CPUs.
 fn runnable_are_mostly_lock_waiters(runnable: usize, cpus: usize, waiters: usize) -> bool {
-    runnable > 0 && runnable <= cpus + waiters
+    cpus <= MAX_CPUS_FOR_YIELDING && runnable > 0 && runnable <= cpus + waiters
 }
 
 /// The oversubscribed wait for a lock: where [`yielding_can_pay`], up to
@@ -727,6 +735,9 @@ mod tests {
         assert!(runnable_are_mostly_lock_waiters(4, 2, 2));
         // /proc/loadavg unreadable: never yield.
         assert!(!runnable_are_mostly_lock_waiters(0, 2, 7));
+        // 32 threads contending on 16 CPUs: sleep (not measured there; parking_lot collapses).
+        assert!(!runnable_are_mostly_lock_waiters(32, 16, 31));
+        assert!(runnable_are_mostly_lock_waiters(6, 4, 5));
     }
 
     #[test]
