@@ -266,7 +266,7 @@ impl Condvar {
         unsafe { raw.unlock() };
         let notified = || self.seq.load(Ordering::Acquire) != seq;
         let start = Instant::now();
-        if self.spinner.spin_until_before(deadline.as_ref(), notified) {
+        if self.spinner.spin_until_before(deadline, notified) {
             raw.lock();
             return false;
         }

@@ -20,8 +20,9 @@
 //! * Contended lock: spin through the shared policy ([`crate::spin`]: learned per mutex,
 //!   bounded, a few spinners at most, none on one CPU or when oversubscribed, and on first
 //!   arrival not past registered waiters), taking the lock whenever it is seen free; only then
-//!   register in `parked` and sleep on the word. Where spinning cannot pay because a small
-//!   machine is oversubscribed by lock waiters, the policy yields a few times instead (also past
+//!   register in `parked` and sleep on the word. Where spinning cannot pay (one CPU, or
+//!   oversubscribed) on a small machine whose runnable threads are mostly lock waiters, the
+//!   policy yields a few times instead (also past
 //!   registered waiters: every thread that could take the lock is on a run queue then, and a
 //!   sleeper that waits long has the lock handed to it). Once an owner that relocks at once has won
 //!   races for the free lock, the waiter looks only every 32 `spin_loop` hints (0.1-1.5 us
@@ -324,7 +325,7 @@ impl RawMutex {
     /// wake call on some later unlock.
     fn spin_to_acquire(
         &self,
-        deadline: Option<&Deadline>,
+        deadline: Option<Deadline>,
         report_sleepers: bool,
         clear: u32,
         lost_race: &mut bool,
@@ -366,7 +367,7 @@ impl RawMutex {
         let mut lost_race = false;
         // A timed lock spins no further than its deadline; one whose deadline has passed
         // (`try_lock_for(Duration::ZERO)`) only looks once more.
-        if self.spin_to_acquire(deadline.as_ref(), true, 0, &mut lost_race) {
+        if self.spin_to_acquire(deadline, true, 0, &mut lost_race) {
             return true;
         }
         let mut first_sleep: Option<Instant> = None;
@@ -457,7 +458,7 @@ impl RawMutex {
             // wake call, and may take it back at once; give it a chance to come free before
             // sleeping again (as std does), even with others parked: going back to sleep here
             // costs the waker another wake.
-            if self.spin_to_acquire(deadline.as_ref(), false, owed_clear, &mut lost_race) {
+            if self.spin_to_acquire(deadline, false, owed_clear, &mut lost_race) {
                 learn(first_sleep, lost_race);
                 return true;
             }

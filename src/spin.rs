@@ -14,8 +14,9 @@
 //!   with this cap). The cap is fixed, not measured: on a machine whose wake-ups take 10 us a
 //!   waiter may now spin through waits of 20-100 us that would cost it less asleep (a wake-up
 //!   per wait); waits longer than the cap still teach the spinner to spin less. A timed
-//!   wait's spin ends at its deadline ([`Spinner::spin_until_before`]), and a wait that timed
-//!   out teaches nothing unless it outlasted the cap;
+//!   wait's spin ends at its deadline, to within one look at the longest pace
+//!   ([`Spinner::spin_until_before`]), and a wait that timed out teaches nothing unless it
+//!   outlasted the cap;
 //! * **adaptive**: each [`Spinner`] (one per primitive) keeps a moving average of how long its
 //!   recent waits lasted, glibc-style (`learned += (sample - learned) / 8`), and spins for about
 //!   twice that. A wait that outlasted the cap pulls the average down, so a primitive whose
@@ -29,17 +30,18 @@
 //!   (exponential backoff: each check steals the watched cache line from its writer), or, for
 //!   a contended lock whose owner keeps winning it back, every 32 from the start (patience
 //!   learned per spinner from lost races, [`Spinner::spin_for_lock`]);
-//! * for a lock, **yields instead** where spinning cannot pay because the machine is
-//!   oversubscribed, but only while the runnable threads are no more than one per CPU besides
-//!   this process's lock waiters ([`LockWaiter`]), and on at most 4 CPUs: up to 8
-//!   `sched_yield`s, looking after each, before sleeping (as parking_lot's waiters do, always;
-//!   on 16 vCPUs theirs collapse, every yielder pulling the lock's cache line). Then a yield hands the CPU to
-//!   another waiter or to the lock's owner, perhaps preempted on this very CPU, where a sleep
-//!   would cost a wake per hand-over (a contended counter on 2 vCPUs ran 1.3-2.3x faster at
-//!   4-32 threads). Where other work is runnable, a yield queues the waiter behind it (a
-//!   key-value server's p99 was 1.5-2x worse when every contended lock yielded), so the
-//!   waiter sleeps at once and is woken by the unlock;
-//! * one step under loom, so models stay small.
+//! * for a lock, **yields instead** where spinning cannot pay (one CPU, or oversubscribed),
+//!   on machines of at most 4 CPUs, and only while the runnable threads are no more than one
+//!   per CPU besides this process's lock waiters ([`LockWaiter`]): up to 8
+//!   `sched_yield`s, looking after each, before sleeping. parking_lot's waiters always yield
+//!   so; on 16 vCPUs they collapse, every yielder pulling the lock's cache line. Under this
+//!   condition a yield hands the CPU to another waiter or to the lock's owner, perhaps
+//!   preempted on this very CPU, where a sleep costs a wake-up per hand-over (a contended
+//!   counter on 2 vCPUs ran 1.3-2.3x faster at 4-32 threads). Where other work is runnable,
+//!   a yield queues the waiter behind it (a key-value server's p99 was 1.5-2x worse when
+//!   every contended lock yielded), so there the waiter sleeps at once;
+//! * one step under loom, so models stay small (the loom models cover neither the yield
+//!   phase's repeated looks nor the deadline cut).
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -160,7 +162,7 @@ impl Spinner {
     /// let passed = Deadline::after(Duration::ZERO);
     /// // The deadline has passed: one check, no spin.
     /// let mut checks = 0;
-    /// assert!(!spinner.spin_until_before(Some(&passed), || {
+    /// assert!(!spinner.spin_until_before(Some(passed), || {
     ///     checks += 1;
     ///     false
     /// }));
@@ -169,7 +171,7 @@ impl Spinner {
     #[inline]
     pub fn spin_until_before(
         &self,
-        deadline: Option<&Deadline>,
+        deadline: Option<Deadline>,
         mut done: impl FnMut() -> bool,
     ) -> bool {
         if done() {
@@ -203,6 +205,10 @@ impl Spinner {
     /// takes it within a few hundred nanoseconds of its release instead of up to a microsecond
     /// later.
     ///
+    /// Where spinning cannot pay, this may instead make up to 8 `sched_yield`s, looking after
+    /// each (the yield phase, module documentation); it counts the caller's threads as lock
+    /// waiters only while they hold a [`LockWaiter`].
+    ///
     /// ```
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// use futexkit::spin::{LockLook, Spinner};
@@ -227,7 +233,7 @@ impl Spinner {
     #[inline]
     pub fn spin_for_lock_before(
         &self,
-        deadline: Option<&Deadline>,
+        deadline: Option<Deadline>,
         mut look: impl FnMut() -> LockLook,
     ) -> bool {
         let look_saw = look();
@@ -271,9 +277,7 @@ impl Spinner {
         expected: u32,
         deadline: Option<Deadline>,
     ) -> Result<(), crate::futex::Error> {
-        if self.spin_until_before(deadline.as_ref(), || {
-            word.load(Ordering::Acquire) != expected
-        }) {
+        if self.spin_until_before(deadline, || word.load(Ordering::Acquire) != expected) {
             return Ok(());
         }
         let start = Instant::now();
@@ -322,11 +326,17 @@ impl Spinner {
 
     /// The spin budget for a wait that ends at `deadline`: [`budget_ns`](Spinner::budget_ns),
     /// cut to the time left (0 once it has passed).
-    pub fn budget_before_ns(&self, deadline: Option<&Deadline>) -> u32 {
-        let budget = self.budget_ns();
+    pub fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
         match deadline {
-            Some(deadline) if budget > 0 => clamp_to_remaining(budget, deadline.remaining()),
-            _ => budget,
+            Some(deadline) => {
+                let remaining = deadline.remaining();
+                if remaining.is_zero() {
+                    0
+                } else {
+                    clamp_to_remaining(self.budget_ns(), remaining)
+                }
+            }
+            None => self.budget_ns(),
         }
     }
 
@@ -338,14 +348,20 @@ impl Spinner {
         &self,
         look: &mut dyn FnMut() -> LockLook,
         pace: Pace,
-        deadline: Option<&Deadline>,
+        deadline: Option<Deadline>,
     ) -> bool {
         if cfg!(loom) {
             return look() == LockLook::Done;
         }
-        let budget = self.budget_before_ns(deadline);
+        if deadline.is_some_and(|d| d.has_passed()) {
+            return false;
+        }
+        let budget = self.budget_ns_before(deadline);
         if budget == 0 {
-            return matches!(pace, Pace::Lock { .. }) && yield_for_lock(look, deadline);
+            // The deadline has not passed, so spinning cannot pay.
+            return matches!(pace, Pace::Lock { .. })
+                && yielding_can_pay()
+                && yield_for_lock(look, deadline);
         }
         if matches!(pace, Pace::Lock { sleepers: true, .. }) {
             return false;
@@ -394,6 +410,11 @@ impl Spinner {
                 LockLook::Held if patient(lost_race) => MAX_PAUSES_BETWEEN_CHECKS,
                 LockLook::Held => (pause * 2).min(MAX_PAUSES_BETWEEN_CHECKS),
             };
+            // The budget was cut to the deadline in hints, which do not count the looks' own
+            // cost: re-check a timed wait's clock once per look at the longest pace.
+            if pause == MAX_PAUSES_BETWEEN_CHECKS && deadline.is_some_and(|d| d.has_passed()) {
+                break;
+            }
         }
         if paced_for_lock && held && !lost_race {
             self.wear_patience();
@@ -431,82 +452,98 @@ impl Spinner {
     }
 }
 
-/// The most `sched_yield`s a waiter for a lock makes before it sleeps (as parking_lot's).
-const MAX_YIELDS_FOR_LOCK: u32 = 8;
-
 /// The most usable CPUs on which the yield phase runs. Every yielding waiter looks at the lock's
 /// word after each yield; with many CPUs that is many CPUs pulling the owner's cache line, which
 /// is how parking_lot's yielding waiters fall to 0.66 Mops/s at 32 threads on 16 vCPUs (std:
 /// 6.3). It won on 2 vCPUs; on bigger machines waiters sleep until it is measured there.
 const MAX_CPUS_FOR_YIELDING: usize = 4;
 
-/// Threads in this process now waiting for a contended lock, asleep or not ([`LockWaiter`]).
-static LOCK_WAITERS_IN_PROCESS: AtomicU32 = AtomicU32::new(0);
+/// The most `sched_yield`s a waiter for a lock makes before it sleeps (as parking_lot's).
+const MAX_YIELDS_FOR_LOCK: u32 = 8;
 
-/// Counts this thread among the process's lock waiters while it lives. A lock's slow path
-/// holds one from the first look to the return, sleeps included, so that the yield phase can
-/// tell whether the threads competing for the CPUs are waiters for locks
-/// ([`Spinner::spin_for_lock`]).
+/// A counter alone on its cache line, so that lock waiters counting themselves do not slow
+/// the spinner counters (or anything else) next to it.
+#[repr(align(128))]
+struct PaddedCounter(AtomicU32);
+
+/// Threads of this process now in a contended lock's slow path, asleep or not
+/// ([`LockWaiter`]); kept only on machines where the yield phase can run.
+static LOCK_WAITERS: PaddedCounter = PaddedCounter(AtomicU32::new(0));
+
+/// Counts this thread among the process's lock waiters while it lives, so that the yield
+/// phase of [`Spinner::spin_for_lock`] can tell whether the runnable threads are lock
+/// waiters. A lock built on `spin_for_lock` holds one from its slow path's first look to its
+/// return, sleeps included; one that does not (or that leaks one) only skews that decision.
+/// Counts nothing on machines where the phase never runs.
+///
+/// Sleepers count too, though they are not runnable: compared with a runnable count that can
+/// be 10 ms old, counting only awake waiters switched the phase off in the very case it is
+/// for (a contended counter at 32 threads on 2 vCPUs: 46-48 Mops/s against 162-164). The cost:
+/// a process with many threads asleep on locks and more other runnable work than one thread
+/// per CPU may yield behind that work, up to 8 times per contended lock.
 ///
 /// ```
 /// use futexkit::spin::LockWaiter;
 ///
 /// let _waiter = LockWaiter::enter();
-/// // ... spin_for_lock, then sleep, until the lock is taken ...
+/// // ... spin_for_lock, then sleep on the lock's word, until the lock is taken ...
 /// ```
 #[derive(Debug)]
 #[must_use = "a LockWaiter counts the thread only while it lives"]
-pub struct LockWaiter(());
+pub struct LockWaiter {
+    counted: bool,
+}
 
 impl LockWaiter {
     /// Counts this thread as a lock waiter until the returned value is dropped.
     pub fn enter() -> LockWaiter {
-        LOCK_WAITERS_IN_PROCESS.fetch_add(1, Ordering::Relaxed);
-        LockWaiter(())
+        let counted = crate::capabilities().usable_cpus() <= MAX_CPUS_FOR_YIELDING;
+        if counted {
+            LOCK_WAITERS.0.fetch_add(1, Ordering::Relaxed);
+        }
+        LockWaiter { counted }
     }
 }
 
 impl Drop for LockWaiter {
     fn drop(&mut self) {
-        LOCK_WAITERS_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            LOCK_WAITERS.0.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
-/// Whether a waiter for a lock should yield rather than sleep at once: spinning cannot pay
-/// (one CPU, or more runnable threads than CPUs), the machine is small enough
+/// Whether a waiter for a lock, where spinning cannot pay (one CPU, or more runnable threads
+/// than CPUs), should yield rather than sleep at once: the machine is small enough
 /// ([`MAX_CPUS_FOR_YIELDING`]), and the runnable threads are no more than one per CPU besides
-/// this process's lock waiters. Then the threads a yield gives the CPU to
-/// are (nearly) all waiters that look and yield back, or the lock's owner, perhaps preempted
-/// on this very CPU; a sleep instead costs some later unlock a wake. Where other work is
-/// runnable, a yield queues the waiter behind it, which a server's p99 showed (1.5-2x worse),
-/// so it sleeps at once.
+/// this process's lock waiters ([`LockWaiter`], sleepers included). Then the threads a yield gives the CPU to are (nearly)
+/// all waiters that look and yield back, or the lock's owner, perhaps preempted on this very
+/// CPU; a sleep instead costs some later unlock a wake. Where other work is runnable, a yield
+/// queues the waiter behind it, which a server's p99 showed (1.5-2x worse), so it sleeps at
+/// once.
 fn yielding_can_pay() -> bool {
-    !spinning_can_pay()
-        && runnable_are_mostly_lock_waiters(
-            runnable_threads_sampled(),
-            crate::capabilities().usable_cpus(),
-            LOCK_WAITERS_IN_PROCESS.load(Ordering::Relaxed) as usize,
-        )
+    runnable_are_mostly_lock_waiters(
+        runnable_threads_sampled(),
+        crate::capabilities().usable_cpus(),
+        LOCK_WAITERS.0.load(Ordering::Relaxed) as usize,
+    )
 }
 
 /// Whether `runnable` threads (system-wide; 0 = unknown) are at most one per CPU besides
-/// this process's lock `waiters`, on a machine of at most [`MAX_CPUS_FOR_YIELDING`] CPUs.
-fn runnable_are_mostly_lock_waiters(runnable: usize, cpus: usize, waiters: usize) -> bool {
-    cpus <= MAX_CPUS_FOR_YIELDING && runnable > 0 && runnable <= cpus + waiters
+/// `lock_waiters`, on a machine of at most [`MAX_CPUS_FOR_YIELDING`] CPUs.
+fn runnable_are_mostly_lock_waiters(runnable: usize, cpus: usize, lock_waiters: usize) -> bool {
+    cpus <= MAX_CPUS_FOR_YIELDING && runnable > 0 && runnable <= cpus + lock_waiters
 }
 
-/// The oversubscribed wait for a lock: where [`yielding_can_pay`], up to
-/// [`MAX_YIELDS_FOR_LOCK`] yields, looking after each, until `look` takes the lock, gives up or
-/// `deadline` passes. Sleepers do not stop it (unlike a spin): every thread that can take the
-/// lock is on a run queue, so taking it ahead of a sleeper costs nobody a CPU, and a sleeper
-/// that waits too long has the lock handed to it.
+/// The yield phase itself: up to [`MAX_YIELDS_FOR_LOCK`] yields, looking after each, until
+/// `look` takes the lock, gives up or `deadline` passes. Sleepers do not stop it (unlike a
+/// spin): every thread that could take the lock is on a run queue or about to be, so taking it
+/// ahead of a sleeper costs nobody a CPU, and a sleeper that waits too long has the lock
+/// handed to it.
 #[cold]
-fn yield_for_lock(look: &mut dyn FnMut() -> LockLook, deadline: Option<&Deadline>) -> bool {
-    if !yielding_can_pay() {
-        return false;
-    }
+fn yield_for_lock(look: &mut dyn FnMut() -> LockLook, deadline: Option<Deadline>) -> bool {
     for _ in 0..MAX_YIELDS_FOR_LOCK {
-        if deadline.is_some_and(Deadline::has_passed) {
+        if deadline.is_some_and(|d| d.has_passed()) {
             return false;
         }
         crate::thread::yield_now();
@@ -712,12 +749,12 @@ mod tests {
         assert_eq!(clamp_to_remaining(100_000, Duration::ZERO), 0);
         let s = Spinner::new();
         let passed = Deadline::after(Duration::ZERO);
-        assert_eq!(s.budget_before_ns(Some(&passed)), 0);
+        assert_eq!(s.budget_ns_before(Some(passed)), 0);
         let far = Deadline::after(Duration::from_secs(3600));
-        assert!(s.budget_before_ns(Some(&far)) <= MAX_SPIN_NS);
+        assert!(s.budget_ns_before(Some(far)) <= MAX_SPIN_NS);
         // Past the deadline: one look, no spin, whatever the budget.
         let mut looks = 0;
-        let taken = s.spin_for_lock_before(Some(&passed), || {
+        let taken = s.spin_for_lock_before(Some(passed), || {
             looks += 1;
             LockLook::Held
         });
@@ -746,18 +783,67 @@ mod tests {
         let mut looks = 0;
         let taken = s.spin_for_lock(|| {
             looks += 1;
-            match looks {
-                1 => LockLook::Held,
-                2 => LockLook::HeldWithSleepers,
-                _ => LockLook::Done,
+            if looks == 2 {
+                LockLook::HeldWithSleepers
+            } else {
+                LockLook::Held
             }
         });
-        if taken {
-            // Only the oversubscribed yield phase goes on past sleepers.
-            assert_eq!(looks, 3);
-        } else {
-            assert!(looks <= 2, "a spin stopped at the sleepers ({looks} looks)");
-        }
+        assert!(!taken);
+        // Depending on the load now: no spin (1 look), a spin that stops at the sleepers (2),
+        // or the yield phase, which goes on past them (1 + MAX_YIELDS_FOR_LOCK). A spin that
+        // went on would look until its budget ran out.
+        let yielded = 1 + MAX_YIELDS_FOR_LOCK;
+        assert!(
+            looks <= 2 || looks == yielded,
+            "a spin went on past sleepers ({looks} looks)"
+        );
+    }
+
+    #[test]
+    fn the_yield_phase_goes_past_sleepers_and_stops_when_told() {
+        let mut looks = 0;
+        let taken = yield_for_lock(
+            &mut || {
+                looks += 1;
+                match looks {
+                    1 => LockLook::HeldWithSleepers,
+                    2 => LockLook::LostRace,
+                    _ => LockLook::Done,
+                }
+            },
+            None,
+        );
+        assert!(taken);
+        assert_eq!(looks, 3);
+        let mut looks = 0;
+        assert!(!yield_for_lock(
+            &mut || {
+                looks += 1;
+                LockLook::Held
+            },
+            None
+        ));
+        assert_eq!(looks, MAX_YIELDS_FOR_LOCK, "bounded");
+        let mut looks = 0;
+        assert!(!yield_for_lock(
+            &mut || {
+                looks += 1;
+                LockLook::GiveUp
+            },
+            None
+        ));
+        assert_eq!(looks, 1);
+        let passed = Deadline::after(Duration::ZERO);
+        let mut looks = 0;
+        assert!(!yield_for_lock(
+            &mut || {
+                looks += 1;
+                LockLook::Done
+            },
+            Some(passed)
+        ));
+        assert_eq!(looks, 0, "no yield past the deadline");
     }
 
     #[test]

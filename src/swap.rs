@@ -357,9 +357,10 @@ impl<S: Scope> Parker<S> {
 
     #[cold]
     fn park_slow(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        if self.spinner.spin_until_before(deadline.as_ref(), || {
-            self.state.load(Ordering::Relaxed) == NOTIFIED
-        }) {
+        if self
+            .spinner
+            .spin_until_before(deadline, || self.state.load(Ordering::Relaxed) == NOTIFIED)
+        {
             return self.consume();
         }
         let start = Instant::now();

@@ -518,7 +518,7 @@ impl Endpoint {
         }
         let mine = self.role.turn();
         let region = &self.region;
-        self.spinner.spin_until_before(deadline.as_ref(), || {
+        self.spinner.spin_until_before(deadline, || {
             let current = region.header().state.load(Ordering::Relaxed);
             !matches!(classify(current & !SLEEPING, mine, pending), Seen::Pending)
         });
