@@ -22,12 +22,12 @@
 //!   arrival not past registered waiters), taking the lock whenever it is seen free; only then
 //!   register in `parked` and sleep on the word. Where spinning cannot pay (one CPU, or
 //!   oversubscribed) on a small machine whose runnable threads are mostly lock waiters, the
-//!   policy yields a few times instead (also past
-//!   registered waiters: every thread that could take the lock is on a run queue then, and a
-//!   sleeper that waits long has the lock handed to it). Once an owner that relocks at once has won
-//!   races for the free lock, the waiter looks only every 32 `spin_loop` hints (0.1-1.5 us
-//!   depending on the CPU) for the next several contended locks, else at the usual
-//!   exponential pace ([`Spinner::spin_for_lock`]). A waiter that sleeps costs some later
+//!   policy yields a few times instead, also past registered waiters: every thread that could
+//!   take the lock is on a run queue then, and a sleeper that waits long has the lock handed
+//!   to it. Once an owner that relocks at once has won races for the free lock, the waiter
+//!   looks only every 32 `spin_loop` hints (0.1-1.5 us depending on the CPU) for the next
+//!   several contended locks, else at the usual exponential pace
+//!   ([`Spinner::spin_for_lock`]). A waiter that sleeps costs some later
 //!   unlock a wake call, so with an owner that relocks at once, spinning on (not giving up at
 //!   the first lost race) is what keeps the owner on its fast path. A long wait teaches the
 //!   spinner to spin less only if the lock was never seen taken by another thread meanwhile (a

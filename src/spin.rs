@@ -236,33 +236,24 @@ impl Spinner {
         deadline: Option<Deadline>,
         mut look: impl FnMut() -> LockLook,
     ) -> bool {
-        let look_saw = look();
-        match look_saw {
-            LockLook::Done => true,
-            LockLook::GiveUp => false,
-            LockLook::Held | LockLook::HeldWithSleepers => {
-                let sleepers = look_saw == LockLook::HeldWithSleepers;
-                self.spin_slow(
-                    &mut look,
-                    Pace::Lock {
-                        lost_race: false,
-                        sleepers,
-                    },
-                    deadline,
-                )
-            }
+        let (lost_race, sleepers) = match look() {
+            LockLook::Done => return true,
+            LockLook::GiveUp => return false,
+            LockLook::Held => (false, false),
+            LockLook::HeldWithSleepers => (false, true),
             LockLook::LostRace => {
                 self.note_lost_race();
-                self.spin_slow(
-                    &mut look,
-                    Pace::Lock {
-                        lost_race: true,
-                        sleepers: false,
-                    },
-                    deadline,
-                )
+                (true, false)
             }
-        }
+        };
+        self.spin_slow(
+            &mut look,
+            Pace::Lock {
+                lost_race,
+                sleepers,
+            },
+            deadline,
+        )
     }
 
     /// Spins while `word` holds `expected`, then sleeps on it; learns from the sleep. `Ok(())`
@@ -516,11 +507,11 @@ impl Drop for LockWaiter {
 /// Whether a waiter for a lock, where spinning cannot pay (one CPU, or more runnable threads
 /// than CPUs), should yield rather than sleep at once: the machine is small enough
 /// ([`MAX_CPUS_FOR_YIELDING`]), and the runnable threads are no more than one per CPU besides
-/// this process's lock waiters ([`LockWaiter`], sleepers included). Then the threads a yield gives the CPU to are (nearly)
-/// all waiters that look and yield back, or the lock's owner, perhaps preempted on this very
-/// CPU; a sleep instead costs some later unlock a wake. Where other work is runnable, a yield
-/// queues the waiter behind it, which a server's p99 showed (1.5-2x worse), so it sleeps at
-/// once.
+/// this process's lock waiters ([`LockWaiter`], sleepers included). Then the threads a yield
+/// gives the CPU to are (nearly) all waiters that look and yield back, or the lock's owner,
+/// perhaps preempted on this very CPU; a sleep instead costs some later unlock a wake. Where
+/// other work is runnable, a yield queues the waiter behind it, which a server's p99 showed
+/// (1.5-2x worse), so it sleeps at once.
 fn yielding_can_pay() -> bool {
     runnable_are_mostly_lock_waiters(
         runnable_threads_sampled(),
