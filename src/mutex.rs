@@ -10,8 +10,13 @@
 //! bit 4      REQUEUED           a Condvar may have moved sleepers here that `parked` omits
 //! bit 5      WAKE_PENDING       (REQUEUED only) the owner is in its wake call: nobody sleeps
 //! bit 6      WAKE_SPENT         (REQUEUED only) a wake found nobody asleep: clear before sleeping
-//! bits 7..31 parked             how many waiters sleep (or are about to) on this word
+//! bit 7      OWNER_SHOWN        (FUTEX2_SPIN only) the owner's TID is in `owner`: unlock clears it
+//! bit 8      OWNER_WATCHED      (FUTEX2_SPIN only) a waiter may wait on `owner`: wake it then
+//! bits 9..31 parked             how many waiters sleep (or are about to) on this word
 //! ```
+//!
+//! A second word, `owner`, holds 0, or the TID of an owner that took the lock on the contended
+//! path where the kernel has `FUTEX2_SPIN` (below).
 //!
 //! * Lock: one CAS `0 -> LOCKED`, inline. Unlock: one CAS `LOCKED -> 0`, inline. Two common
 //!   contended cases also stay inline, each one more CAS: taking a free lock whose word is not
@@ -82,6 +87,20 @@
 //!   "nobody asleep" proves none is left at the wake; sleepers moved after it are covered
 //!   because the waiter the notify woke directly marks the word after the move (it can take
 //!   the lock only after this release), so the chain of wakes cannot stop while one sleeps.
+//! * `FUTEX2_SPIN` (never merged; probed and opted in with `FUTEXKIT_ENABLE=spin`, see
+//!   [`crate::futex::Capability::Spin`]): the kernel spins while the thread named by a word
+//!   runs, then sleeps. Where it is present, a thread that takes the lock on the contended path
+//!   writes its TID to `owner` and sets `OWNER_SHOWN` (the fast path stays one CAS and shows
+//!   nothing), and a waiter arriving at a lock whose owner is shown sets `OWNER_WATCHED` and
+//!   waits on `owner` through [`crate::spin::wait_on_owner`] for at most its spin budget,
+//!   instead of spinning in user space. `OWNER_SHOWN` sends the owner's unlock to the slow
+//!   path, which clears `owner` while still holding the lock and, if `OWNER_WATCHED` was set,
+//!   wakes every watcher: a watcher that set the mark before that clear is woken or sees the
+//!   word changed (the kernel orders the clear before the wake), and one that comes after finds
+//!   `OWNER_SHOWN` gone and does not wait. A watcher re-reads the marks after reading the TID,
+//!   so it never waits on a later owner's TID without the mark that gets it woken. The one miss
+//!   left, the same thread showing the same TID again, is bounded by the watch's budget.
+//!   Watchers are not registered in `parked`: once the watch ends they go on as any waiter.
 //! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
 
 use core::cell::UnsafeCell;
@@ -104,7 +123,9 @@ const WAKING: u32 = 8;
 const REQUEUED: u32 = 16;
 const WAKE_PENDING: u32 = 32;
 const WAKE_SPENT: u32 = 64;
-const ONE_PARKED: u32 = 128;
+const OWNER_SHOWN: u32 = 128;
+const OWNER_WATCHED: u32 = 256;
+const ONE_PARKED: u32 = 512;
 /// What a waiter clears when it claims a hand-off or takes the lock after a requeue: it is the
 /// one a wake was for (or it takes the place of one that found nobody).
 const WAKE_FLAGS: u32 = WAKING | WAKE_PENDING | WAKE_SPENT;
@@ -128,9 +149,13 @@ fn parked(state: u32) -> u32 {
 /// is due with nobody to wake (no registered waiter and no possibly moved one, `REQUEUED`), or
 /// with a wake already on its way (`WAKING`: a woken waiter is on its way to the lock;
 /// `WAKE_SPENT`: no registered waiter is asleep yet). With nobody registered, a stale hand-off
-/// request or wake mark is dropped.
+/// request or wake mark is dropped. An owner that showed its TID (`OWNER_SHOWN`) must clear it
+/// first, in `unlock_contended`: `None`.
 #[inline]
 fn release_without_wake(state: u32) -> Option<u32> {
+    if state & OWNER_SHOWN != 0 {
+        return None;
+    }
     let waiters = parked(state);
     let wake_in_flight = state & (WAKING | WAKE_SPENT) != 0;
     if !wake_in_flight && (waiters > 0 || state & REQUEUED != 0) {
@@ -160,6 +185,9 @@ fn release_without_wake(state: u32) -> Option<u32> {
 #[derive(Debug)]
 pub struct RawMutex {
     state: Futex,
+    /// The TID of an owner that took the lock on the contended path, or 0; used only where the
+    /// kernel has `FUTEX2_SPIN` (module documentation).
+    owner: Futex,
     spinner: Spinner,
     /// When the next hand-off may happen, in milliseconds of [`clock_ms`].
     next_hand_off_ms: AtomicU32,
@@ -190,6 +218,7 @@ impl RawMutex {
     pub const fn new() -> RawMutex {
         RawMutex {
             state: Futex::new(0),
+            owner: Futex::new(0),
             spinner: Spinner::new(),
             next_hand_off_ms: AtomicU32::new(0),
         }
@@ -200,6 +229,7 @@ impl RawMutex {
     pub fn new() -> RawMutex {
         RawMutex {
             state: Futex::new(0),
+            owner: Futex::new(0),
             spinner: Spinner::new(),
             next_hand_off_ms: AtomicU32::new(0),
         }
@@ -363,8 +393,23 @@ impl RawMutex {
 
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        let watch = owner_watch_enabled();
+        let acquired = self.acquire_contended(deadline, watch);
+        if acquired && watch {
+            self.show_owner();
+        }
+        acquired
+    }
+
+    /// The contended lock: with `watch`, first waits while a shown owner runs
+    /// ([`watch_owner`](RawMutex::watch_owner)); then spins (or yields) through the shared
+    /// policy, registers and sleeps. Returns whether this thread owns the lock.
+    fn acquire_contended(&self, deadline: Option<Deadline>, watch: bool) -> bool {
         let _waiter = LockWaiter::enter();
         let mut lost_race = false;
+        if watch {
+            self.watch_owner(deadline);
+        }
         // A timed lock spins no further than its deadline; one whose deadline has passed
         // (`try_lock_for(Duration::ZERO)`) only looks once more.
         if self.spin_to_acquire(deadline, true, 0, &mut lost_race) {
@@ -562,6 +607,9 @@ impl RawMutex {
     #[cold]
     fn unlock_contended(&self) {
         let mut state = self.state.load(Ordering::Relaxed);
+        if state & OWNER_SHOWN != 0 {
+            state = self.hide_owner();
+        }
         // Decided at most once per unlock: the check consumes the rate limit.
         let mut hand_off_allowed = None;
         loop {
@@ -711,6 +759,98 @@ impl RawMutex {
         // A raw address: the claimant may unlock and free the mutex before this call.
         let _ = Futex::wake_at(self.state.as_ptr(), 1);
     }
+
+    /// Shows this thread, which has just taken the lock on the contended path, as its owner:
+    /// its TID in `owner`, then `OWNER_SHOWN` (release: a watcher that sees the mark reads the
+    /// TID or a later value).
+    fn show_owner(&self) {
+        self.owner
+            .store(crate::futex::current_tid(), Ordering::Release);
+        self.state.fetch_or(OWNER_SHOWN, Ordering::Release);
+    }
+
+    /// Takes back what [`show_owner`](RawMutex::show_owner) wrote, while still holding the
+    /// lock: clears `owner`, then both marks, and wakes every watcher if one was marked (a
+    /// watcher queued before the wake is woken; one that comes later sees `owner` changed, as
+    /// the kernel orders the clear before the wake). Returns the word after.
+    fn hide_owner(&self) -> u32 {
+        self.owner.store(0, Ordering::Relaxed);
+        let before = self
+            .state
+            .fetch_and(!(OWNER_SHOWN | OWNER_WATCHED), Ordering::Relaxed);
+        if before & OWNER_WATCHED != 0 {
+            let _ = self.owner.wake(i32::MAX as u32);
+        }
+        before & !(OWNER_SHOWN | OWNER_WATCHED)
+    }
+
+    /// Waits while the lock's shown owner runs, through [`crate::spin::wait_on_owner`] (the
+    /// kernel's `FUTEX2_SPIN`: it spins while the owner is on a CPU, else sleeps until the
+    /// unlock wakes it), for at most this mutex's spin budget. Returns at once if no owner is
+    /// shown or spinning cannot pay now. The caller goes on as any waiter afterwards.
+    fn watch_owner(&self, deadline: Option<Deadline>) {
+        // Under loom the watch is untimed: the real machine's load and clock must not steer a
+        // model, and a watcher that no hide wakes then shows as loom's deadlock. (The models
+        // never show one TID twice in a row, the one miss the real watch's bound covers.)
+        let watch_until = if cfg!(loom) {
+            None
+        } else {
+            let budget_ns = self.spinner.budget_ns_before(deadline);
+            if budget_ns == 0 {
+                return;
+            }
+            Some(Deadline::after(Duration::from_nanos(budget_ns.into())))
+        };
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if state & OWNER_SHOWN == 0 || watch_until.is_some_and(|d| d.has_passed()) {
+                return;
+            }
+            if state & OWNER_WATCHED == 0 {
+                if let Err(now) = self.state.compare_exchange_weak(
+                    state,
+                    state | OWNER_WATCHED,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    state = now;
+                    continue;
+                }
+            }
+            // Acquire: a TID read here was shown after every hide that came before its show,
+            // so the marks read next are no older than that hide.
+            let owner_tid = self.owner.load(Ordering::Acquire);
+            if owner_tid == 0 || owner_tid == crate::futex::current_tid() {
+                return;
+            }
+            // The mark must still be set, or the hide that clears it (and wakes) may already
+            // have come and gone, and this TID belong to a later owner nobody will wake us for.
+            state = self.state.load(Ordering::Relaxed);
+            if state & (OWNER_SHOWN | OWNER_WATCHED) != OWNER_SHOWN | OWNER_WATCHED {
+                continue;
+            }
+            let _ = crate::spin::wait_on_owner(&self.owner, owner_tid, &self.spinner, watch_until);
+            return;
+        }
+    }
+}
+
+/// Whether contended owners show their TID and waiters watch it: where the kernel has
+/// `FUTEX2_SPIN` (probed and opted in). Unit tests may force it on, to run the protocol with
+/// [`crate::spin::wait_on_owner`]'s user-space fallback.
+fn owner_watch_enabled() -> bool {
+    #[cfg(test)]
+    if tests_force_owner_watch::FORCE.load(core::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
+    crate::capabilities().has(crate::futex::Capability::Spin)
+}
+
+/// The switch unit tests turn on to run the `FUTEX2_SPIN` protocol on any kernel.
+#[cfg(test)]
+mod tests_force_owner_watch {
+    pub(super) static FORCE: core::sync::atomic::AtomicBool =
+        core::sync::atomic::AtomicBool::new(false);
 }
 
 #[cfg(all(feature = "lock_api", not(loom)))]
@@ -1058,7 +1198,8 @@ impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::hand_off_due_at;
+    use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn hand_off_rate_limit_survives_clock_wrap() {
@@ -1071,5 +1212,256 @@ mod tests {
         // Across the wrap itself: 0 is 1 ms after 0xFFFF_FFFF.
         assert!(!hand_off_due_at(0xFFFF_FFFF, 0, 1));
         assert!(hand_off_due_at(0, 0xFFFF_FFFF, 1));
+    }
+
+    /// Runs the `FUTEX2_SPIN` protocol on any kernel (with `wait_on_owner`'s user-space
+    /// fallback). Left on: the protocol is correct either way, so other tests may run with it.
+    fn force_owner_watch() {
+        tests_force_owner_watch::FORCE.store(true, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[test]
+    fn a_contended_owner_shows_its_tid_and_its_unlock_hides_it() {
+        force_owner_watch();
+        let raw = Arc::new(RawMutex::new());
+        raw.lock(); // fast path: nothing shown
+        assert_eq!(raw.state.load(Ordering::Relaxed) & OWNER_SHOWN, 0);
+        let waiter = {
+            let raw = Arc::clone(&raw);
+            std::thread::spawn(move || {
+                raw.lock(); // held by main: the contended path
+                let shown = raw.state.load(Ordering::Relaxed) & OWNER_SHOWN != 0;
+                let owner = raw.owner.load(Ordering::Relaxed);
+                // SAFETY: locked just above.
+                unsafe { raw.unlock() };
+                (shown, owner, crate::futex::current_tid())
+            })
+        };
+        while raw.state.load(Ordering::Relaxed) == LOCKED {
+            std::thread::yield_now(); // until the waiter is registered or watching
+        }
+        // SAFETY: locked above by this thread.
+        unsafe { raw.unlock() };
+        let (shown, owner, waiter_tid) = waiter.join().unwrap();
+        assert!(shown);
+        assert_eq!(owner, waiter_tid);
+        assert_eq!(raw.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            raw.state.load(Ordering::Relaxed),
+            0,
+            "no mark outlives the unlock"
+        );
+    }
+
+    #[test]
+    fn hiding_the_owner_wakes_a_watcher_asleep_on_it() {
+        let raw = Arc::new(RawMutex::new());
+        let fake_owner = crate::futex::current_tid() ^ 1;
+        raw.owner.store(fake_owner, Ordering::Relaxed);
+        raw.state
+            .store(LOCKED | OWNER_SHOWN | OWNER_WATCHED, Ordering::Relaxed);
+        let watcher = {
+            let raw = Arc::clone(&raw);
+            // As the kernel's FUTEX2_SPIN sleeps once the owner is off its CPU.
+            std::thread::spawn(move || {
+                raw.owner
+                    .wait(fake_owner, Some(Deadline::after(Duration::from_secs(30))))
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20)); // most likely asleep by now
+        assert_eq!(raw.hide_owner(), LOCKED);
+        assert_ne!(
+            watcher.join().unwrap(),
+            Err(Error::TimedOut),
+            "a watcher must be woken (or see the word changed), not left to its deadline"
+        );
+        assert_eq!(raw.owner.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_watch_returns_at_once_without_a_shown_owner_or_on_its_own_tid() {
+        let raw = RawMutex::new();
+        raw.state.store(LOCKED, Ordering::Relaxed);
+        raw.watch_owner(None);
+        assert_eq!(
+            raw.state.load(Ordering::Relaxed),
+            LOCKED,
+            "nothing to watch: no mark"
+        );
+        // A thread that relocks what it holds must not wait on itself (it deadlocks later, as
+        // with std, but not in the kernel's spin).
+        raw.owner
+            .store(crate::futex::current_tid(), Ordering::Relaxed);
+        raw.state.store(LOCKED | OWNER_SHOWN, Ordering::Relaxed);
+        let start = Instant::now();
+        raw.watch_owner(Some(Deadline::after(Duration::from_secs(30))));
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn watched_owners_lose_no_increment() {
+        force_owner_watch();
+        // As many threads as CPUs, so that spinning (and so watching) can pay; then more, so
+        // that it cannot and waiters sleep with owners shown.
+        let cpus = crate::capabilities().usable_cpus().clamp(2, 8);
+        for threads in [cpus, cpus * 3] {
+            contend_and_count(threads, 20_000);
+        }
+    }
+
+    /// `threads` threads add 1 `rounds` times each, every 64th time with a timed lock; the
+    /// count must be exact and no owner left shown.
+    fn contend_and_count(threads: usize, rounds: usize) {
+        let counter = Arc::new(Mutex::new(0usize));
+        let start = Arc::new(std::sync::Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (counter, start) = (Arc::clone(&counter), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    for round in 0..rounds {
+                        let mut guard = if (round + i) % 64 == 0 {
+                            // Timed locks go through the same watch, and time out in it.
+                            loop {
+                                if let Ok(guard) = counter.try_lock_for(Duration::from_micros(20)) {
+                                    break guard;
+                                }
+                            }
+                        } else {
+                            counter.lock().unwrap()
+                        };
+                        *guard += 1;
+                        for _ in 0..20 {
+                            core::hint::spin_loop(); // a section long enough to contend over
+                        }
+                        if round % 512 == 0 {
+                            std::thread::yield_now(); // preempted holders: watchers sleep
+                        }
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        assert_eq!(*counter.lock().unwrap(), threads * rounds);
+        assert_eq!(counter.raw.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(counter.raw.state.load(Ordering::Relaxed), 0);
+    }
+}
+
+/// loom models of the `FUTEX2_SPIN` protocol (owner shown, watched, hidden), forced on and run
+/// with `wait_on_owner`'s user-space fallback: mutual exclusion and no lost wakeup (a watcher
+/// or sleeper nobody wakes shows as loom's deadlock).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use ::loom::sync::atomic::AtomicU32;
+    use ::loom::sync::Arc;
+
+    fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+        tests_force_owner_watch::FORCE.store(true, core::sync::atomic::Ordering::Relaxed);
+        let mut builder = ::loom::model::Builder::new();
+        builder.preemption_bound = Some(preemptions);
+        builder.check(f);
+    }
+
+    /// A split read-modify-write: only mutual exclusion keeps it exact.
+    fn locked_increment(raw: &RawMutex, counter: &AtomicU32) {
+        raw.lock();
+        let v = counter.load(Ordering::Relaxed);
+        counter.store(v + 1, Ordering::Relaxed);
+        // SAFETY: locked just above.
+        unsafe { raw.unlock() };
+    }
+
+    #[test]
+    fn two_threads_with_watched_owners() {
+        model(3, || {
+            let raw = Arc::new(RawMutex::new());
+            let counter = Arc::new(AtomicU32::new(0));
+            let t = {
+                let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
+                ::loom::thread::spawn(move || {
+                    locked_increment(&raw, &counter);
+                    locked_increment(&raw, &counter);
+                })
+            };
+            locked_increment(&raw, &counter);
+            locked_increment(&raw, &counter);
+            t.join().unwrap();
+            assert_eq!(counter.load(Ordering::Relaxed), 4);
+            assert_eq!(raw.state.load(Ordering::Relaxed), 0);
+            assert_eq!(raw.owner.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    #[test]
+    fn three_threads_with_watched_owners() {
+        model(2, || {
+            let raw = Arc::new(RawMutex::new());
+            let counter = Arc::new(AtomicU32::new(0));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
+                    ::loom::thread::spawn(move || locked_increment(&raw, &counter))
+                })
+                .collect();
+            locked_increment(&raw, &counter);
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(counter.load(Ordering::Relaxed), 3);
+            assert_eq!(raw.state.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// Four holds among three threads: enough for a watcher to find a later owner's TID.
+    #[test]
+    fn three_threads_and_a_relock_with_watched_owners() {
+        model(2, || {
+            let raw = Arc::new(RawMutex::new());
+            let counter = Arc::new(AtomicU32::new(0));
+            let threads: Vec<_> = (0..2)
+                .map(|i| {
+                    let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
+                    ::loom::thread::spawn(move || {
+                        for _ in 0..=i {
+                            locked_increment(&raw, &counter);
+                        }
+                    })
+                })
+                .collect();
+            locked_increment(&raw, &counter);
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(counter.load(Ordering::Relaxed), 4);
+            assert_eq!(raw.state.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    #[test]
+    fn a_timed_lock_against_a_watched_owner() {
+        model(3, || {
+            let raw = Arc::new(RawMutex::new());
+            let counter = Arc::new(AtomicU32::new(0));
+            let t = {
+                let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
+                ::loom::thread::spawn(move || {
+                    if raw.try_lock_for(Duration::from_millis(1)) {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        // SAFETY: the timed lock succeeded.
+                        unsafe { raw.unlock() };
+                    }
+                    locked_increment(&raw, &counter);
+                })
+            };
+            locked_increment(&raw, &counter);
+            t.join().unwrap();
+            let v = counter.load(Ordering::Relaxed);
+            assert!(v == 2 || v == 3);
+            assert_eq!(raw.state.load(Ordering::Relaxed), 0);
+        });
     }
 }

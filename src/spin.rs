@@ -46,7 +46,8 @@
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
 //! while the owner is on a CPU, which user space cannot see; elsewhere this policy spins, then
-//! the thread sleeps on the word.
+//! the thread sleeps on the word. The Mutex's waiters use it on the owner word that contended
+//! owners fill there ([`crate::mutex`]).
 //!
 //! State: each [`Spinner`] holds the learned average (an `AtomicU32` of nanoseconds), the
 //! number of threads spinning on it now (`AtomicU16`, never above [`max_spinners`]) and a lock

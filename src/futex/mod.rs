@@ -713,6 +713,42 @@ impl WakeOp {
     }
 }
 
+/// This thread's kernel thread id (`gettid`), asked of the kernel once per thread: the value an
+/// owner-TID word holds (the PI family, [`crate::spin::wait_on_owner`]). Under loom, a distinct
+/// nonzero id per model thread.
+///
+/// ```
+/// let tid = futexkit::futex::current_tid();
+/// assert_ne!(tid, 0);
+/// assert_eq!(tid, futexkit::futex::current_tid());
+/// let other = std::thread::spawn(futexkit::futex::current_tid).join().unwrap();
+/// assert_ne!(tid, other);
+/// ```
+pub fn current_tid() -> u32 {
+    #[cfg(not(loom))]
+    {
+        std::thread_local! {
+            static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+        }
+        TID.with(|tid| {
+            if tid.get() == 0 {
+                tid.set(sys::gettid());
+            }
+            tid.get()
+        })
+    }
+    #[cfg(loom)]
+    {
+        // Not modelled: the ids only need to differ between threads.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        ::loom::thread_local! {
+            static TID: u32 =
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % pi_bits::TID_MASK + 1;
+        }
+        TID.with(|tid| *tid)
+    }
+}
+
 /// `FUTEX_SWAP` (op 13 on kernels with the never-merged SWAP patch): wakes at most one waiter
 /// of `wake`, then waits on `wait_on` while it holds `expected`, handing the woken task this
 /// CPU. Its timeout is relative (monotonic), so it is recomputed from the deadline. Callers
