@@ -26,7 +26,7 @@ GUEST_TIMEOUT=${KM_TIMEOUT:-900}
 MIRROR=${KM_MIRROR:-http://deb.debian.org/debian}
 DEFAULT_TARGETS=(host bullseye bookworm bookworm-backports)
 # Suites apt must know about: every default one, whatever subset is run.
-APT_SUITES=(bookworm bullseye bookworm-backports)
+APT_SUITES=(bookworm bullseye bookworm-backports sid)
 
 step() { printf '\n=== %s (%ss elapsed)\n' "$*" "$SECONDS"; }
 note() { printf '    %s\n' "$*"; }
@@ -113,19 +113,28 @@ fetch_deb() {
 # The image package the suite's linux-image-amd64 metapackage points at.
 image_package() {
     apt-cache "${APT_OPTS[@]}" show "linux-image-amd64/$1" 2>/dev/null |
-        sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | head -n1
+        sed -n 's/^Depends: //p' | grep -o 'linux-image-[^ ,]*' | head -n1
 }
 
-# Unpacks only /boot/vmlinuz-* of the suite's current kernel; prints its path.
+# Unpacks only the vmlinuz of the suite's current kernel, as boot/vmlinuz-VERSION; prints its
+# path. Up to 6.x Debian ships /boot/vmlinuz-VERSION in linux-image-VERSION; from 7.x (sid)
+# /usr/lib/modules/VERSION/vmlinuz in linux-binary-VERSION, which linux-image-VERSION needs.
 fetch_kernel() {
-    local suite=$1 pkg deb dir
+    local suite=$1 pkg deb dir found
     pkg=$(image_package "$suite")
     [[ -n $pkg ]] || return 1
     dir=$CACHE/kernels/$pkg
     if ! compgen -G "$dir/boot/vmlinuz-*" >/dev/null; then
+        mkdir -p "$dir/boot"
         deb=$(fetch_deb "$pkg/$suite" "$CACHE/debs") || return 1
-        mkdir -p "$dir"
-        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$dir" --wildcards './boot/vmlinuz-*'
+        if ! dpkg-deb --fsys-tarfile "$deb" |
+            tar -x -C "$dir" --wildcards './boot/vmlinuz-*' 2>/dev/null; then
+            deb=$(fetch_deb "${pkg/linux-image-/linux-binary-}/$suite" "$CACHE/debs") || return 1
+            dpkg-deb --fsys-tarfile "$deb" |
+                tar -x -C "$dir" --wildcards './usr/lib/modules/*/vmlinuz' || return 1
+            found=$(compgen -G "$dir/usr/lib/modules/*/vmlinuz" | head -n1)
+            mv "$found" "$dir/boot/vmlinuz-$(basename "$(dirname "$found")")"
+        fi
     fi
     compgen -G "$dir/boot/vmlinuz-*" | head -n1
 }

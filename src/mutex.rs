@@ -1,4 +1,5 @@
-//! An adaptive mutex with `std::sync::Mutex`'s API, on one 32-bit futex word.
+//! An adaptive mutex with `std::sync::Mutex`'s API, on one 32-bit futex word (and, only where the
+//! kernel has `FUTEX2_SPIN`, a second one for the owner's TID).
 //!
 //! ## State encoding
 //!
@@ -91,16 +92,21 @@
 //!   [`crate::futex::Capability::Spin`]): the kernel spins while the thread named by a word
 //!   runs, then sleeps. Where it is present, a thread that takes the lock on the contended path
 //!   writes its TID to `owner` and sets `OWNER_SHOWN` (the fast path stays one CAS and shows
-//!   nothing), and a waiter arriving at a lock whose owner is shown sets `OWNER_WATCHED` and
-//!   waits on `owner` through [`crate::spin::wait_on_owner`] for at most its spin budget,
-//!   instead of spinning in user space. `OWNER_SHOWN` sends the owner's unlock to the slow
-//!   path, which clears `owner` while still holding the lock and, if `OWNER_WATCHED` was set,
-//!   wakes every watcher: a watcher that set the mark before that clear is woken or sees the
-//!   word changed (the kernel orders the clear before the wake), and one that comes after finds
-//!   `OWNER_SHOWN` gone and does not wait. A watcher re-reads the marks after reading the TID,
-//!   so it never waits on a later owner's TID without the mark that gets it woken. The one miss
-//!   left, the same thread showing the same TID again, is bounded by the watch's budget.
+//!   nothing), and a waiter arriving at a lock whose owner is shown, with no waiter registered
+//!   (as a spin, it does not pass sleepers), sets `OWNER_WATCHED` and waits on `owner` through
+//!   [`crate::spin::wait_on_owner`] (which caps kernel spinners as user-space ones) for at most
+//!   its spin budget; after a watch it looks once instead of spinning again. `OWNER_SHOWN`
+//!   sends the owner's unlock to the slow path, which clears `owner` and both marks while still
+//!   holding the lock, releases, and then, if `OWNER_WATCHED` was set, wakes every watcher (by
+//!   address, as the lock may be freed by then; a late wake only ends a later watch early): a
+//!   watcher that set the mark before the clear is woken or sees the word changed (the kernel's
+//!   wake orders the clear before it), and one that comes after finds `OWNER_SHOWN` gone and
+//!   does not wait. A watcher re-reads the marks after reading the TID, so it does not wait on
+//!   a later owner's TID without the mark that gets it woken, unless that owner is the thread
+//!   it read before (shown again in a later hold): that miss is bounded by the watch's budget.
 //!   Watchers are not registered in `parked`: once the watch ends they go on as any waiter.
+//!   The opt-in is the user's: the RFC has no stable ABI, and it mishandles a TID that names no
+//!   thread (an owner that exited holding the lock, its guard forgotten).
 //! * Poisoning follows std: a guard dropped during a panic marks the mutex poisoned.
 
 use core::cell::UnsafeCell;
@@ -407,12 +413,15 @@ impl RawMutex {
     fn acquire_contended(&self, deadline: Option<Deadline>, watch: bool) -> bool {
         let _waiter = LockWaiter::enter();
         let mut lost_race = false;
-        if watch {
-            self.watch_owner(deadline);
-        }
         // A timed lock spins no further than its deadline; one whose deadline has passed
-        // (`try_lock_for(Duration::ZERO)`) only looks once more.
-        if self.spin_to_acquire(deadline, true, 0, &mut lost_race) {
+        // (`try_lock_for(Duration::ZERO)`) only looks once more, as does one that has just
+        // watched the owner (it waited a spin budget already).
+        let spin_deadline = if watch && self.watch_owner(deadline) {
+            Some(Deadline::after(Duration::ZERO))
+        } else {
+            deadline
+        };
+        if self.spin_to_acquire(spin_deadline, true, 0, &mut lost_race) {
             return true;
         }
         let mut first_sleep: Option<Instant> = None;
@@ -606,10 +615,21 @@ impl RawMutex {
 
     #[cold]
     fn unlock_contended(&self) {
-        let mut state = self.state.load(Ordering::Relaxed);
-        if state & OWNER_SHOWN != 0 {
-            state = self.hide_owner();
+        let state = self.state.load(Ordering::Relaxed);
+        if state & OWNER_SHOWN == 0 {
+            return self.release_contended(state);
         }
+        let (state, watched) = self.hide_owner();
+        // A raw address: once released, the mutex may be freed before the wake.
+        let owner = self.owner.as_ptr();
+        self.release_contended(state);
+        if watched {
+            let _ = Futex::wake_at(owner, i32::MAX as u32);
+        }
+    }
+
+    /// The contended unlock proper, from the word `state` (no owner shown).
+    fn release_contended(&self, mut state: u32) {
         // Decided at most once per unlock: the check consumes the rate limit.
         let mut hand_off_allowed = None;
         loop {
@@ -761,8 +781,8 @@ impl RawMutex {
     }
 
     /// Shows this thread, which has just taken the lock on the contended path, as its owner:
-    /// its TID in `owner`, then `OWNER_SHOWN` (release: a watcher that sees the mark reads the
-    /// TID or a later value).
+    /// its TID in `owner`, then `OWNER_SHOWN` (both release: a watcher that reads the mark with
+    /// acquire reads this TID or a later value).
     fn show_owner(&self) {
         self.owner
             .store(crate::futex::current_tid(), Ordering::Release);
@@ -770,48 +790,69 @@ impl RawMutex {
     }
 
     /// Takes back what [`show_owner`](RawMutex::show_owner) wrote, while still holding the
-    /// lock: clears `owner`, then both marks, and wakes every watcher if one was marked (a
-    /// watcher queued before the wake is woken; one that comes later sees `owner` changed, as
-    /// the kernel orders the clear before the wake). Returns the word after.
-    fn hide_owner(&self) -> u32 {
+    /// lock: clears `owner` and both marks. Returns the word after, and whether a watcher was
+    /// marked (the caller wakes watchers once it has released: a watcher queued before that
+    /// wake is woken, and one that checks `owner` after it sees the clear, as the kernel's
+    /// wake is a full barrier after it; the two stores need no order of their own).
+    fn hide_owner(&self) -> (u32, bool) {
         self.owner.store(0, Ordering::Relaxed);
         let before = self
             .state
             .fetch_and(!(OWNER_SHOWN | OWNER_WATCHED), Ordering::Relaxed);
-        if before & OWNER_WATCHED != 0 {
-            let _ = self.owner.wake(i32::MAX as u32);
-        }
-        before & !(OWNER_SHOWN | OWNER_WATCHED)
+        (
+            before & !(OWNER_SHOWN | OWNER_WATCHED),
+            before & OWNER_WATCHED != 0,
+        )
     }
 
     /// Waits while the lock's shown owner runs, through [`crate::spin::wait_on_owner`] (the
     /// kernel's `FUTEX2_SPIN`: it spins while the owner is on a CPU, else sleeps until the
-    /// unlock wakes it), for at most this mutex's spin budget. Returns at once if no owner is
-    /// shown or spinning cannot pay now. The caller goes on as any waiter afterwards.
-    fn watch_owner(&self, deadline: Option<Deadline>) {
+    /// unlock wakes it), for at most this mutex's spin budget. Returns whether it waited: not
+    /// if no owner is shown, waiters are registered or spinning cannot pay now. The caller goes
+    /// on as any waiter afterwards.
+    fn watch_owner(&self, deadline: Option<Deadline>) -> bool {
         // Under loom the watch is untimed: the real machine's load and clock must not steer a
-        // model, and a watcher that no hide wakes then shows as loom's deadlock. (The models
-        // never show one TID twice in a row, the one miss the real watch's bound covers.)
-        let watch_until = if cfg!(loom) {
-            None
+        // model, and a watcher that no unlock wakes then shows as loom's deadlock. (Within the
+        // models' preemption bounds no watcher meets the one miss the real watch's bound
+        // covers, a TID shown again in a later hold: the models pass.)
+        if cfg!(loom) {
+            return self.watch_owner_until(None);
+        }
+        if deadline.is_some_and(|d| d.has_passed()) {
+            return false;
+        }
+        let budget_ns = self.spinner.budget_ns_before(deadline);
+        // Forced on in a test: watch on a loaded machine too, so the protocol runs.
+        #[cfg(test)]
+        let budget_ns = if budget_ns == 0 && tests_force_owner_watch::on() {
+            tests_force_owner_watch::BUDGET_NS
         } else {
-            let budget_ns = self.spinner.budget_ns_before(deadline);
-            if budget_ns == 0 {
-                return;
-            }
-            Some(Deadline::after(Duration::from_nanos(budget_ns.into())))
+            budget_ns
         };
+        if budget_ns == 0 {
+            return false;
+        }
+        let until = Deadline::after(Duration::from_nanos(budget_ns.into()));
+        // The budget is already cut to the time `deadline` leaves.
+        self.watch_owner_until(Some(until))
+    }
+
+    /// [`watch_owner`](RawMutex::watch_owner) until `until` (or, with `None`, until woken).
+    fn watch_owner_until(&self, until: Option<Deadline>) -> bool {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            if state & OWNER_SHOWN == 0 || watch_until.is_some_and(|d| d.has_passed()) {
-                return;
+            if state & OWNER_SHOWN == 0
+                || parked(state) > 0
+                || until.is_some_and(|d| d.has_passed())
+            {
+                return false;
             }
             if state & OWNER_WATCHED == 0 {
                 if let Err(now) = self.state.compare_exchange_weak(
                     state,
                     state | OWNER_WATCHED,
                     Ordering::Acquire,
-                    Ordering::Relaxed,
+                    Ordering::Acquire,
                 ) {
                     state = now;
                     continue;
@@ -821,16 +862,18 @@ impl RawMutex {
             // so the marks read next are no older than that hide.
             let owner_tid = self.owner.load(Ordering::Acquire);
             if owner_tid == 0 || owner_tid == crate::futex::current_tid() {
-                return;
+                return false;
             }
             // The mark must still be set, or the hide that clears it (and wakes) may already
             // have come and gone, and this TID belong to a later owner nobody will wake us for.
-            state = self.state.load(Ordering::Relaxed);
+            state = self.state.load(Ordering::Acquire);
             if state & (OWNER_SHOWN | OWNER_WATCHED) != OWNER_SHOWN | OWNER_WATCHED {
                 continue;
             }
-            let _ = crate::spin::wait_on_owner(&self.owner, owner_tid, &self.spinner, watch_until);
-            return;
+            #[cfg(test)]
+            tests_force_owner_watch::WATCHES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            let _ = crate::spin::wait_on_owner(&self.owner, owner_tid, &self.spinner, until);
+            return true;
         }
     }
 }
@@ -840,17 +883,26 @@ impl RawMutex {
 /// [`crate::spin::wait_on_owner`]'s user-space fallback.
 fn owner_watch_enabled() -> bool {
     #[cfg(test)]
-    if tests_force_owner_watch::FORCE.load(core::sync::atomic::Ordering::Relaxed) {
+    if tests_force_owner_watch::on() {
         return true;
     }
     crate::capabilities().has(crate::futex::Capability::Spin)
 }
 
-/// The switch unit tests turn on to run the `FUTEX2_SPIN` protocol on any kernel.
+/// The switch unit tests turn on to run the `FUTEX2_SPIN` protocol on any kernel, and a count
+/// of the watches that waited, so tests can tell that the protocol ran.
 #[cfg(test)]
 mod tests_force_owner_watch {
-    pub(super) static FORCE: core::sync::atomic::AtomicBool =
-        core::sync::atomic::AtomicBool::new(false);
+    use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    pub(super) static FORCE: AtomicBool = AtomicBool::new(false);
+    pub(super) static WATCHES: AtomicU32 = AtomicU32::new(0);
+    /// The watch's bound where spinning cannot pay but a test forces the protocol on.
+    pub(super) const BUDGET_NS: u32 = 20_000;
+
+    pub(super) fn on() -> bool {
+        FORCE.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(all(feature = "lock_api", not(loom)))]
@@ -1253,49 +1305,79 @@ mod tests {
         );
     }
 
+    mod blocked {
+        include!("../tests/common/blocked.rs");
+    }
+
     #[test]
-    fn hiding_the_owner_wakes_a_watcher_asleep_on_it() {
+    fn an_unlock_wakes_a_watcher_asleep_on_the_owner() {
         let raw = Arc::new(RawMutex::new());
         let fake_owner = crate::futex::current_tid() ^ 1;
         raw.owner.store(fake_owner, Ordering::Relaxed);
         raw.state
             .store(LOCKED | OWNER_SHOWN | OWNER_WATCHED, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
         let watcher = {
             let raw = Arc::clone(&raw);
             // As the kernel's FUTEX2_SPIN sleeps once the owner is off its CPU.
             std::thread::spawn(move || {
+                tx.send(crate::futex::current_tid()).unwrap();
                 raw.owner
                     .wait(fake_owner, Some(Deadline::after(Duration::from_secs(30))))
             })
         };
-        std::thread::sleep(Duration::from_millis(20)); // most likely asleep by now
-        assert_eq!(raw.hide_owner(), LOCKED);
-        assert_ne!(
+        blocked::wait_until_blocked(rx.recv().unwrap());
+        // SAFETY: the word says locked, and nobody else unlocks it.
+        unsafe { raw.unlock() };
+        assert_eq!(
             watcher.join().unwrap(),
-            Err(Error::TimedOut),
-            "a watcher must be woken (or see the word changed), not left to its deadline"
+            Ok(()),
+            "a sleeping watcher must be woken by the unlock, not left to its deadline"
         );
         assert_eq!(raw.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(raw.state.load(Ordering::Relaxed), 0);
     }
 
     #[test]
-    fn a_watch_returns_at_once_without_a_shown_owner_or_on_its_own_tid() {
+    fn a_watch_needs_a_shown_owner_no_sleepers_and_another_thread() {
         let raw = RawMutex::new();
+        let far = || Some(Deadline::after(Duration::from_secs(30)));
         raw.state.store(LOCKED, Ordering::Relaxed);
-        raw.watch_owner(None);
-        assert_eq!(
-            raw.state.load(Ordering::Relaxed),
-            LOCKED,
-            "nothing to watch: no mark"
-        );
-        // A thread that relocks what it holds must not wait on itself (it deadlocks later, as
+        assert!(!raw.watch_owner_until(far()), "no owner shown");
+        raw.owner
+            .store(crate::futex::current_tid() ^ 1, Ordering::Relaxed);
+        raw.state
+            .store(LOCKED | OWNER_SHOWN | ONE_PARKED, Ordering::Relaxed);
+        assert!(!raw.watch_owner_until(far()), "a sleeper is registered");
+        assert_eq!(raw.state.load(Ordering::Relaxed) & OWNER_WATCHED, 0);
+        // A thread that relocks what it holds does not wait on itself (it deadlocks later, as
         // with std, but not in the kernel's spin).
         raw.owner
             .store(crate::futex::current_tid(), Ordering::Relaxed);
         raw.state.store(LOCKED | OWNER_SHOWN, Ordering::Relaxed);
-        let start = Instant::now();
-        raw.watch_owner(Some(Deadline::after(Duration::from_secs(30))));
-        assert!(start.elapsed() < Duration::from_secs(30));
+        assert!(!raw.watch_owner_until(far()), "its own TID");
+    }
+
+    #[test]
+    fn a_watch_marks_the_word_and_ends_when_the_owner_unlocks() {
+        let raw = Arc::new(RawMutex::new());
+        let owner = crate::futex::current_tid() ^ 1;
+        raw.owner.store(owner, Ordering::Relaxed);
+        raw.state.store(LOCKED | OWNER_SHOWN, Ordering::Relaxed);
+        let watcher = {
+            let raw = Arc::clone(&raw);
+            std::thread::spawn(move || raw.watch_owner_until(None))
+        };
+        while raw.state.load(Ordering::Relaxed) & OWNER_WATCHED == 0 {
+            std::thread::yield_now();
+        }
+        // SAFETY: the word says locked, and nobody else unlocks it.
+        unsafe { raw.unlock() };
+        assert!(
+            watcher.join().unwrap(),
+            "it watched, and the unlock ended the watch"
+        );
+        assert_eq!(raw.state.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -1304,9 +1386,16 @@ mod tests {
         // As many threads as CPUs, so that spinning (and so watching) can pay; then more, so
         // that it cannot and waiters sleep with owners shown.
         let cpus = crate::capabilities().usable_cpus().clamp(2, 8);
+        let before = tests_force_owner_watch::WATCHES.load(core::sync::atomic::Ordering::Relaxed);
         for threads in [cpus, cpus * 3] {
             contend_and_count(threads, 20_000);
         }
+        let watches =
+            tests_force_owner_watch::WATCHES.load(core::sync::atomic::Ordering::Relaxed) - before;
+        assert!(
+            watches > 0,
+            "the protocol never ran: no waiter watched a shown owner"
+        );
     }
 
     /// `threads` threads add 1 `rounds` times each, every 64th time with a timed lock; the
@@ -1438,6 +1527,32 @@ mod loom_tests {
             }
             assert_eq!(counter.load(Ordering::Relaxed), 4);
             assert_eq!(raw.state.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// Condvar requeue onto a mutex whose owners are shown and watched.
+    #[test]
+    fn a_broadcast_to_two_waiters_with_watched_owners() {
+        model(2, || {
+            let state = Arc::new((Mutex::new(false), crate::Condvar::new()));
+            let waiters: Vec<_> = (0..2)
+                .map(|_| {
+                    let state = Arc::clone(&state);
+                    ::loom::thread::spawn(move || {
+                        let (lock, cv) = &*state;
+                        let ready = cv
+                            .wait_while(lock.lock().unwrap(), |ready| !*ready)
+                            .unwrap();
+                        assert!(*ready);
+                    })
+                })
+                .collect();
+            *state.0.lock().unwrap() = true;
+            state.1.notify_all();
+            for w in waiters {
+                w.join().unwrap();
+            }
+            assert_eq!(state.0.raw.state.load(Ordering::Relaxed), 0);
         });
     }
 

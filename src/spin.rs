@@ -869,7 +869,9 @@ mod tests {
 
 /// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
 /// with kernel `FUTEX2_SPIN` where probed and enabled (the kernel spins while the owner runs,
-/// then sleeps), otherwise `spinner`'s bounded spin and then a futex wait. `Ok(())` once the word
+/// then sleeps; it takes one of the spinner places, [`max_spinners`], for the call, and
+/// without one the thread does not spin), otherwise `spinner`'s bounded spin and then a futex
+/// wait. `Ok(())` once the word
 /// changed or a wake arrived (possibly spuriously: re-check).
 ///
 /// ```
@@ -907,12 +909,16 @@ pub fn wait_on_owner<S: crate::futex::Scope>(
 ) -> Result<(), crate::futex::Error> {
     #[cfg(not(loom))]
     if crate::capabilities().has(crate::futex::Capability::Spin) {
-        use crate::futex::Error;
-        match crate::futex::futex2::wait_spinning_on_owner(word, owner_tid, deadline) {
-            Err(Error::ValueChanged) => return Ok(()),
-            // The probe said yes but the call disagrees: use the user-space policy.
-            Err(Error::Unsupported | Error::InvalidArgument) => {}
-            other => return other,
+        // A kernel spinner counts as a spinner: it takes a place (held until the call returns,
+        // so bound the call where places are scarce), and without one it waits as any waiter.
+        if let Some(_place) = SpinnerSlot::take(spinner) {
+            use crate::futex::Error;
+            match crate::futex::futex2::wait_spinning_on_owner(word, owner_tid, deadline) {
+                Err(Error::ValueChanged) => return Ok(()),
+                // The probe said yes but the call disagrees: use the user-space policy.
+                Err(Error::Unsupported | Error::InvalidArgument) => {}
+                other => return other,
+            }
         }
     }
     spinner.wait_on(word, owner_tid, deadline)

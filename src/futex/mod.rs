@@ -713,9 +713,9 @@ impl WakeOp {
     }
 }
 
-/// This thread's kernel thread id (`gettid`), asked of the kernel once per thread: the value an
-/// owner-TID word holds (the PI family, [`crate::spin::wait_on_owner`]). Under loom, a distinct
-/// nonzero id per model thread.
+/// This thread's kernel thread id (`gettid`, a system call each time: a cached id would be
+/// wrong in a child after `fork`): the value an owner-TID word holds (the PI family,
+/// [`crate::spin::wait_on_owner`]). Under loom, a distinct nonzero id per model thread.
 ///
 /// ```
 /// let tid = futexkit::futex::current_tid();
@@ -727,15 +727,7 @@ impl WakeOp {
 pub fn current_tid() -> u32 {
     #[cfg(not(loom))]
     {
-        std::thread_local! {
-            static TID: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-        }
-        TID.with(|tid| {
-            if tid.get() == 0 {
-                tid.set(sys::gettid());
-            }
-            tid.get()
-        })
+        sys::gettid()
     }
     #[cfg(loom)]
     {
