@@ -1309,10 +1309,14 @@ mod tests {
         include!("../tests/common/blocked.rs");
     }
 
+    /// An owner TID no thread has (above the largest `pid_max`): a spawned thread could have
+    /// any TID near this one's.
+    const NO_SUCH_THREAD: u32 = crate::futex::pi_bits::TID_MASK;
+
     #[test]
     fn an_unlock_wakes_a_watcher_asleep_on_the_owner() {
         let raw = Arc::new(RawMutex::new());
-        let fake_owner = crate::futex::current_tid() ^ 1;
+        let fake_owner = NO_SUCH_THREAD;
         raw.owner.store(fake_owner, Ordering::Relaxed);
         raw.state
             .store(LOCKED | OWNER_SHOWN | OWNER_WATCHED, Ordering::Relaxed);
@@ -1344,8 +1348,7 @@ mod tests {
         let far = || Some(Deadline::after(Duration::from_secs(30)));
         raw.state.store(LOCKED, Ordering::Relaxed);
         assert!(!raw.watch_owner_until(far()), "no owner shown");
-        raw.owner
-            .store(crate::futex::current_tid() ^ 1, Ordering::Relaxed);
+        raw.owner.store(NO_SUCH_THREAD, Ordering::Relaxed);
         raw.state
             .store(LOCKED | OWNER_SHOWN | ONE_PARKED, Ordering::Relaxed);
         assert!(!raw.watch_owner_until(far()), "a sleeper is registered");
@@ -1361,16 +1364,20 @@ mod tests {
     #[test]
     fn a_watch_marks_the_word_and_ends_when_the_owner_unlocks() {
         let raw = Arc::new(RawMutex::new());
-        let owner = crate::futex::current_tid() ^ 1;
+        let owner = NO_SUCH_THREAD;
         raw.owner.store(owner, Ordering::Relaxed);
         raw.state.store(LOCKED | OWNER_SHOWN, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
         let watcher = {
             let raw = Arc::clone(&raw);
-            std::thread::spawn(move || raw.watch_owner_until(None))
+            std::thread::spawn(move || {
+                tx.send(crate::futex::current_tid()).unwrap();
+                raw.watch_owner_until(None)
+            })
         };
-        while raw.state.load(Ordering::Relaxed) & OWNER_WATCHED == 0 {
-            std::thread::yield_now();
-        }
+        // Asleep in the watch (an unlock before that could end it before it waits).
+        blocked::wait_until_blocked(rx.recv().unwrap());
+        assert_ne!(raw.state.load(Ordering::Relaxed) & OWNER_WATCHED, 0);
         // SAFETY: the word says locked, and nobody else unlocks it.
         unsafe { raw.unlock() };
         assert!(
