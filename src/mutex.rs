@@ -1452,120 +1452,56 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
+    use crate::Condvar;
     use ::loom::sync::atomic::AtomicU32;
     use ::loom::sync::Arc;
 
-    fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    include!("../tests/common/loom_models.rs");
+
+    /// [`model`] with the protocol forced on (it stays on: these are the only models here).
+    fn watched_model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
         tests_force_owner_watch::FORCE.store(true, core::sync::atomic::Ordering::Relaxed);
-        let mut builder = ::loom::model::Builder::new();
-        builder.preemption_bound = Some(preemptions);
-        builder.check(f);
+        model(preemptions, f);
     }
 
-    /// A split read-modify-write: only mutual exclusion keeps it exact.
-    fn locked_increment(raw: &RawMutex, counter: &AtomicU32) {
-        raw.lock();
-        let v = counter.load(Ordering::Relaxed);
-        counter.store(v + 1, Ordering::Relaxed);
-        // SAFETY: locked just above.
-        unsafe { raw.unlock() };
-    }
-
-    #[test]
-    fn two_threads_with_watched_owners() {
-        model(3, || {
-            let raw = Arc::new(RawMutex::new());
-            let counter = Arc::new(AtomicU32::new(0));
-            let t = {
-                let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
-                ::loom::thread::spawn(move || {
-                    locked_increment(&raw, &counter);
-                    locked_increment(&raw, &counter);
-                })
-            };
-            locked_increment(&raw, &counter);
-            locked_increment(&raw, &counter);
-            t.join().unwrap();
-            assert_eq!(counter.load(Ordering::Relaxed), 4);
+    /// Mutual exclusion, and neither mark nor TID left once every thread is through.
+    fn check_increments(preemptions: usize, locks: &'static [usize]) {
+        watched_model(preemptions, move || {
+            let (raw, count) = increments_in_threads(locks);
+            assert_eq!(count as usize, locks.iter().sum::<usize>());
             assert_eq!(raw.state.load(Ordering::Relaxed), 0);
             assert_eq!(raw.owner.load(Ordering::Relaxed), 0);
         });
     }
 
     #[test]
+    fn two_threads_with_watched_owners() {
+        check_increments(3, &[2, 2]);
+    }
+
+    #[test]
     fn three_threads_with_watched_owners() {
-        model(2, || {
-            let raw = Arc::new(RawMutex::new());
-            let counter = Arc::new(AtomicU32::new(0));
-            let threads: Vec<_> = (0..2)
-                .map(|_| {
-                    let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
-                    ::loom::thread::spawn(move || locked_increment(&raw, &counter))
-                })
-                .collect();
-            locked_increment(&raw, &counter);
-            for t in threads {
-                t.join().unwrap();
-            }
-            assert_eq!(counter.load(Ordering::Relaxed), 3);
-            assert_eq!(raw.state.load(Ordering::Relaxed), 0);
-        });
+        check_increments(2, &[1, 1, 1]);
     }
 
     /// Four holds among three threads: enough for a watcher to find a later owner's TID.
     #[test]
     fn three_threads_and_a_relock_with_watched_owners() {
-        model(2, || {
-            let raw = Arc::new(RawMutex::new());
-            let counter = Arc::new(AtomicU32::new(0));
-            let threads: Vec<_> = (0..2)
-                .map(|i| {
-                    let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
-                    ::loom::thread::spawn(move || {
-                        for _ in 0..=i {
-                            locked_increment(&raw, &counter);
-                        }
-                    })
-                })
-                .collect();
-            locked_increment(&raw, &counter);
-            for t in threads {
-                t.join().unwrap();
-            }
-            assert_eq!(counter.load(Ordering::Relaxed), 4);
-            assert_eq!(raw.state.load(Ordering::Relaxed), 0);
-        });
+        check_increments(2, &[1, 1, 2]);
     }
 
     /// Condvar requeue onto a mutex whose owners are shown and watched.
     #[test]
     fn a_broadcast_to_two_waiters_with_watched_owners() {
-        model(2, || {
-            let state = Arc::new((Mutex::new(false), crate::Condvar::new()));
-            let waiters: Vec<_> = (0..2)
-                .map(|_| {
-                    let state = Arc::clone(&state);
-                    ::loom::thread::spawn(move || {
-                        let (lock, cv) = &*state;
-                        let ready = cv
-                            .wait_while(lock.lock().unwrap(), |ready| !*ready)
-                            .unwrap();
-                        assert!(*ready);
-                    })
-                })
-                .collect();
-            *state.0.lock().unwrap() = true;
-            state.1.notify_all();
-            for w in waiters {
-                w.join().unwrap();
-            }
+        watched_model(2, || {
+            let state = broadcast_to_two_waiters();
             assert_eq!(state.0.raw.state.load(Ordering::Relaxed), 0);
         });
     }
 
     #[test]
     fn a_timed_lock_against_a_watched_owner() {
-        model(3, || {
+        watched_model(3, || {
             let raw = Arc::new(RawMutex::new());
             let counter = Arc::new(AtomicU32::new(0));
             let t = {

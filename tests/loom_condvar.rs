@@ -4,16 +4,13 @@
 //! deadlock report.
 #![cfg(loom)]
 
+use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::Arc;
 use std::time::Duration;
 
-use futexkit::{Condvar, Mutex};
+use futexkit::{Condvar, Mutex, RawMutex};
 
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.check(f);
-}
+include!("common/loom_models.rs");
 
 #[test]
 fn a_waiter_and_a_notifier() {
@@ -39,24 +36,7 @@ fn a_waiter_and_a_notifier() {
 #[test]
 fn two_waiters_and_a_broadcast() {
     model(2, || {
-        let state = Arc::new((Mutex::new(false), Condvar::new()));
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let state = Arc::clone(&state);
-                loom::thread::spawn(move || {
-                    let (lock, cv) = &*state;
-                    let ready = cv
-                        .wait_while(lock.lock().unwrap(), |ready| !*ready)
-                        .unwrap();
-                    assert!(*ready);
-                })
-            })
-            .collect();
-        *state.0.lock().unwrap() = true;
-        state.1.notify_all();
-        for w in waiters {
-            w.join().unwrap();
-        }
+        let state = broadcast_to_two_waiters();
         assert!(state.0.try_lock().is_ok());
     });
 }

@@ -7,39 +7,15 @@ use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::Arc;
 use std::time::Duration;
 
-use futexkit::{Mutex, RawMutex};
+use futexkit::{Condvar, Mutex, RawMutex};
 
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.check(f);
-}
-
-/// Increments `counter` with a separate load and store: only mutual exclusion keeps it exact.
-fn locked_increment(raw: &RawMutex, counter: &AtomicU32) {
-    raw.lock();
-    let v = counter.load(Ordering::Relaxed);
-    counter.store(v + 1, Ordering::Relaxed);
-    // SAFETY: locked just above.
-    unsafe { raw.unlock() };
-}
+include!("common/loom_models.rs");
 
 #[test]
 fn two_threads_exclude_each_other() {
     model(3, || {
-        let raw = Arc::new(RawMutex::new());
-        let counter = Arc::new(AtomicU32::new(0));
-        let t = {
-            let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
-            loom::thread::spawn(move || {
-                locked_increment(&raw, &counter);
-                locked_increment(&raw, &counter);
-            })
-        };
-        locked_increment(&raw, &counter);
-        locked_increment(&raw, &counter);
-        t.join().unwrap();
-        assert_eq!(counter.load(Ordering::Relaxed), 4);
+        let (raw, count) = increments_in_threads(&[2, 2]);
+        assert_eq!(count, 4);
         assert!(!raw.is_locked());
     });
 }
@@ -47,19 +23,8 @@ fn two_threads_exclude_each_other() {
 #[test]
 fn three_threads_exclude_each_other() {
     model(2, || {
-        let raw = Arc::new(RawMutex::new());
-        let counter = Arc::new(AtomicU32::new(0));
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let (raw, counter) = (Arc::clone(&raw), Arc::clone(&counter));
-                loom::thread::spawn(move || locked_increment(&raw, &counter))
-            })
-            .collect();
-        locked_increment(&raw, &counter);
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(counter.load(Ordering::Relaxed), 3);
+        let (raw, count) = increments_in_threads(&[1, 1, 1]);
+        assert_eq!(count, 3);
         assert!(!raw.is_locked());
     });
 }
