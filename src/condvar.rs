@@ -4,11 +4,12 @@
 //! ## State encoding
 //!
 //! ```text
-//! seq       u32 futex word  bumped (wrapping) by every notify; waiters sleep on its value
-//! sleepers  u32             waiters asleep (or about to be) on `seq`: notify makes no
-//!                           syscall when it is 0
-//! mutex     usize           address of the mutex's futex word, bound by the first wait
-//! requeues  u32             bumped (wrapping) by every notify_all before it requeues
+//! seq                u32 futex word  bumped (wrapping) by every notify; waiters sleep on it
+//! sleepers           u32             waiters asleep (or about to be) on `seq`: notify makes
+//!                                    no syscall when it is 0
+//! mutex              usize           address of the mutex's futex word, bound by the first wait
+//! requeues_started   u32             bumped (wrapping) by notify_all before it requeues
+//! requeues_finished  u32             bumped (wrapping) by notify_all after it requeues
 //! ```
 //!
 //! * Wait: read `seq` while holding the mutex, unlock, spin briefly (the shared policy) for
@@ -22,13 +23,16 @@
 //!   broadcast costs one wake instead of a stampede (rust-lang/rust#98707). The mutex word is
 //!   passed by address only, as a waiter may return and drop the mutex meanwhile. Before the
 //!   first wait, when the value moved under us, or when the kernel refuses, it wakes everyone.
-//! * A waiter that slept while `requeues` moved may have been moved, so it relocks through
-//!   `RawMutex::lock_after_requeue` (which marks the mutex so that unlocks keep waking); any
-//!   other waiter relocks plainly, sparing the mutex's next unlock a syscall. A requeue moves
-//!   only sleepers whose sleep began before its notify bumped `seq`, and the notify bumps
-//!   `requeues` after `seq` behind the same SeqCst fence pair as `sleepers`: a waiter that reads
-//!   `requeues` before it sleeps either sees `seq` bumped (and does not sleep) or reads a value
-//!   that the requeue's bump then changes.
+//! * A waiter that may have been moved relocks through `RawMutex::lock_after_requeue` (which
+//!   marks the mutex so that unlocks keep waking); any other waiter relocks plainly, sparing
+//!   the mutex's next unlock a syscall. `FUTEX_CMP_REQUEUE` moves every sleeper queued on
+//!   `seq` once the word holds the notify's new value, so a waiter that relocked after a
+//!   notify's bump and slept on the new value is moved too. A waiter therefore reads
+//!   `requeues_finished`, then `requeues_started`, before it sleeps, and counts itself as maybe
+//!   moved if they differ (a requeue is in flight and may move this sleeper) or if
+//!   `requeues_started` moved by the time it wakes (a requeue started after the read; the
+//!   kernel's requeue and the wake that follows it order that bump before the wake). A requeue
+//!   that finished before the first read cannot move a sleeper that queued after it.
 
 use core::fmt;
 use core::sync::atomic::AtomicUsize;
@@ -68,7 +72,10 @@ pub struct Condvar {
     sleepers: AtomicU32,
     /// The bound mutex's futex word, as an address (0 until the first wait).
     mutex: AtomicUsize,
-    requeues: AtomicU32,
+    /// Requeues begun by `notify_all` (module documentation).
+    requeues_started: AtomicU32,
+    /// Requeues `notify_all` has made (or had refused).
+    requeues_finished: AtomicU32,
     spinner: Spinner,
 }
 
@@ -105,7 +112,8 @@ impl Condvar {
             seq: Futex::new(0),
             sleepers: AtomicU32::new(0),
             mutex: AtomicUsize::new(0),
-            requeues: AtomicU32::new(0),
+            requeues_started: AtomicU32::new(0),
+            requeues_finished: AtomicU32::new(0),
             spinner: Spinner::new(),
         }
     }
@@ -117,7 +125,8 @@ impl Condvar {
             seq: Futex::new(0),
             sleepers: AtomicU32::new(0),
             mutex: AtomicUsize::new(0),
-            requeues: AtomicU32::new(0),
+            requeues_started: AtomicU32::new(0),
+            requeues_finished: AtomicU32::new(0),
             spinner: Spinner::new(),
         }
     }
@@ -220,13 +229,17 @@ impl Condvar {
         }
         let mutex = self.mutex.load(Ordering::Relaxed) as *const Futex;
         if sleepers > 1 && !mutex.is_null() {
-            self.requeues.fetch_add(1, Ordering::Relaxed);
-            // On ValueChanged (another notify moved the value) or a refusal, wake everyone.
-            if self
+            self.requeues_started.fetch_add(1, Ordering::Relaxed);
+            #[cfg(test)]
+            tests_pause_before_requeue::pause_if_asked(self);
+            let moved = self
                 .seq
                 .cmp_requeue_at(seq, 1, mutex, i32::MAX as u32)
-                .is_ok()
-            {
+                .is_ok();
+            // Release: a waiter that reads this bump reads the start's bump too.
+            self.requeues_finished.fetch_add(1, Ordering::Release);
+            // On ValueChanged (another notify moved the value) or a refusal, wake everyone.
+            if moved {
                 return;
             }
         }
@@ -272,14 +285,19 @@ impl Condvar {
         }
         self.sleepers.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        let requeues = self.requeues.load(Ordering::Relaxed);
+        // Finished first, then started: a requeue in flight makes them differ (module doc).
+        let finished = self.requeues_finished.load(Ordering::Acquire);
+        let started = self.requeues_started.load(Ordering::Relaxed);
         let result = if self.seq.load(Ordering::Relaxed) == seq {
             self.seq.wait(seq, deadline)
         } else {
             Err(Error::ValueChanged)
         };
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
-        let maybe_moved = self.requeues.load(Ordering::Relaxed) != requeues;
+        let maybe_moved =
+            started != finished || self.requeues_started.load(Ordering::Relaxed) != started;
+        #[cfg(test)]
+        tests_pause_before_requeue::LAST_WAIT_MAYBE_MOVED.set(maybe_moved);
         let relock = || {
             if maybe_moved {
                 raw.lock_after_requeue();
@@ -316,5 +334,113 @@ fn poison_check<T: ?Sized>(guard: MutexGuard<'_, T>) -> LockResult<MutexGuard<'_
         Err(PoisonError::new(guard))
     } else {
         Ok(guard)
+    }
+}
+
+/// Pauses one Condvar's `notify_all` between counting its requeue as started and making it, so
+/// a unit test can put a waiter to sleep in that window; and what the last wait on this thread
+/// concluded about being moved.
+#[cfg(test)]
+mod tests_pause_before_requeue {
+    use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::cell::Cell;
+
+    /// The address of the Condvar whose `notify_all` pauses (0: none).
+    pub(super) static TARGET: AtomicUsize = AtomicUsize::new(0);
+    /// Set while that `notify_all` waits for `TARGET` to be cleared.
+    pub(super) static PAUSED: AtomicBool = AtomicBool::new(false);
+
+    std::thread_local! {
+        pub(super) static LAST_WAIT_MAYBE_MOVED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(super) fn pause_if_asked(condvar: &super::Condvar) {
+        if TARGET.load(Ordering::SeqCst) != condvar as *const super::Condvar as usize {
+            return;
+        }
+        PAUSED.store(true, Ordering::SeqCst);
+        while TARGET.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        PAUSED.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::tests_pause_before_requeue::{LAST_WAIT_MAYBE_MOVED, PAUSED, TARGET};
+    use super::*;
+    use crate::Mutex;
+    use std::sync::{mpsc, Arc};
+    use std::thread;
+
+    mod blocked {
+        include!("../tests/common/blocked.rs");
+    }
+
+    /// `FUTEX_CMP_REQUEUE` moves every sleeper on `seq` once the word holds the notify's new
+    /// value, including one that relocked after the notify's bump and went to sleep on that
+    /// value before the requeue. Such a waiter must relock as possibly moved: relocking
+    /// plainly, it neither passes on the wake chain of the moved sleepers behind it
+    /// (`REQUEUED`) nor clears a `WAKING` meant for the waiter it was woken in place of, and
+    /// sleepers are stranded (seen as a hang of `broadcasts_race_with_new_waiters_and_timeouts`).
+    #[test]
+    fn a_waiter_asleep_before_a_requeue_in_flight_relocks_as_moved() {
+        let state = Arc::new((Mutex::new(0u32), Condvar::new()));
+        let (tid_tx, tid_rx) = mpsc::channel();
+        // Two sleepers, so that the notify takes the requeue path.
+        let early: Vec<_> = (0..2)
+            .map(|_| {
+                let (state, tid_tx) = (Arc::clone(&state), tid_tx.clone());
+                thread::spawn(move || {
+                    tid_tx.send(crate::futex::current_tid()).unwrap();
+                    let (lock, cv) = &*state;
+                    drop(
+                        cv.wait_while(lock.lock().unwrap(), |round| *round < 2)
+                            .unwrap(),
+                    );
+                })
+            })
+            .collect();
+        for _ in 0..2 {
+            blocked::wait_until_blocked(tid_rx.recv().unwrap());
+        }
+        let (lock, cv) = &*state;
+        TARGET.store(cv as *const Condvar as usize, Ordering::SeqCst);
+        let notifier = {
+            let state = Arc::clone(&state);
+            thread::spawn(move || {
+                *state.0.lock().unwrap() = 1;
+                state.1.notify_all();
+            })
+        };
+        while !PAUSED.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+        // The requeue has been counted as started, not made: this waiter reads the new `seq`
+        // and the new count, and sleeps.
+        let late = {
+            let (state, tid_tx) = (Arc::clone(&state), tid_tx.clone());
+            thread::spawn(move || {
+                tid_tx.send(crate::futex::current_tid()).unwrap();
+                let (lock, cv) = &*state;
+                drop(cv.wait(lock.lock().unwrap()).unwrap());
+                LAST_WAIT_MAYBE_MOVED.get()
+            })
+        };
+        blocked::wait_until_blocked(tid_rx.recv().unwrap());
+        TARGET.store(0, Ordering::SeqCst);
+        notifier.join().unwrap();
+        // The notify woke one early sleeper and moved the other and `late` onto the mutex; the
+        // unlocks of the early ones (back to waiting: the round is not 2 yet) wake the rest.
+        assert!(
+            late.join().unwrap(),
+            "a waiter the requeue in flight moved relocked as never moved"
+        );
+        *lock.lock().unwrap() = 2;
+        cv.notify_all();
+        for t in early {
+            t.join().unwrap();
+        }
     }
 }
