@@ -18,18 +18,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-(($# >= 2)) || { sed -n '8,13p' "$0" >&2; exit 2; }
+(($# >= 2)) || { sed -n '8,17p' "$0" >&2; exit 2; }
 KERNEL=$1 TEST=$2 RUNS=${3:-150} FILTER=${4:-}
+HANG=${GR_HANG:-300} GUEST_TIMEOUT=${GR_TIMEOUT:-14400}
 CACHE=target/kernel-matrix
 BUSYBOX=$CACHE/busybox/busybox
 LOG=$CACHE/logs/repeat-$TEST.log
 [[ -f $KERNEL ]] || { echo "guest-repeat: no kernel at $KERNEL" >&2; exit 1; }
 [[ -x $BUSYBOX ]] || { echo "guest-repeat: run scripts/kernel-matrix.sh once for $BUSYBOX" >&2; exit 1; }
-[[ $TEST =~ ^[a-z_]+$ && $FILTER =~ ^[a-z_]*$ && $RUNS =~ ^[0-9]+$ ]] ||
-    { echo "guest-repeat: TEST and FILTER are [a-z_] names, RUNS a number" >&2; exit 1; }
+[[ $TEST =~ ^[a-z0-9_]+$ && $FILTER =~ ^[a-z0-9_:]*$ ]] ||
+    { echo "guest-repeat: TEST is a binary's name, FILTER a test path ([a-z0-9_:])" >&2; exit 1; }
+[[ $RUNS =~ ^[0-9]+$ && $HANG =~ ^[1-9][0-9]*$ && $GUEST_TIMEOUT =~ ^[1-9][0-9]*$ ]] ||
+    { echo "guest-repeat: RUNS, GR_HANG and GR_TIMEOUT are numbers" >&2; exit 1; }
 
-bin=$(cargo test --no-run --message-format=json 2>/dev/null |
-    grep -o '"executable":"[^"]*/deps/'"$TEST"'-[^"]*"' | cut -d'"' -f4 | head -n1)
+# The build's errors go to the terminal; only the executables' paths are kept.
+bin=$(cargo test --no-run --message-format=json |
+    grep -o '"executable":"[^"]*/deps/'"$TEST"'-[^"]*"' | cut -d'"' -f4 | head -n1) || true
 [[ -n $bin ]] || { echo "guest-repeat: cargo test --no-run built no test binary $TEST" >&2; exit 1; }
 
 root=$CACHE/repeat-root
@@ -102,9 +106,9 @@ chmod +x "$root/init"
 
 echo "guest-repeat: $RUNS runs of $(basename "$bin") ${FILTER:+(filter $FILTER) }on $(basename "$KERNEL"); console: $LOG"
 start=$SECONDS
-timeout "${GR_TIMEOUT:-14400}" qemu-system-x86_64 -accel "${GR_ACCEL:-tcg,thread=multi}" -cpu max \
+timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel "${GR_ACCEL:-tcg,thread=multi}" -cpu max \
     -smp 2 -m 1G -nographic -no-reboot -kernel "$KERNEL" -initrd "$CACHE/repeat.cpio.gz" \
-    -append "console=ttyS0 quiet panic=-1 gr_runs=$RUNS gr_hang=${GR_HANG:-300} gr_filter=$FILTER" \
+    -append "console=ttyS0 quiet panic=-1 gr_runs=$RUNS gr_hang=$HANG gr_filter=$FILTER" \
     </dev/null 2>&1 | stdbuf -o0 tr -d '\r' >"$LOG" || true
 grep -a '^GR-\|^  ' "$LOG" || true
 echo "guest-repeat: $((SECONDS - start)) s"

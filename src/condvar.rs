@@ -9,7 +9,8 @@
 //!                                    no syscall when it is 0
 //! mutex              usize           address of the mutex's futex word, bound by the first wait
 //! requeues_started   u32             bumped (wrapping) by notify_all before it requeues
-//! requeues_finished  u32             bumped (wrapping) by notify_all after it requeues
+//! requeues_finished  u32             bumped (wrapping) by notify_all once its requeue call
+//!                                    returns (made or refused)
 //! ```
 //!
 //! * Wait: read `seq` while holding the mutex, unlock, spin briefly (the shared policy) for
@@ -30,9 +31,11 @@
 //!   notify's bump and slept on the new value is moved too. A waiter therefore reads
 //!   `requeues_finished`, then `requeues_started`, before it sleeps, and counts itself as maybe
 //!   moved if they differ (a requeue is in flight and may move this sleeper) or if
-//!   `requeues_started` moved by the time it wakes (a requeue started after the read; the
-//!   kernel's requeue and the wake that follows it order that bump before the wake). A requeue
-//!   that finished before the first read cannot move a sleeper that queued after it.
+//!   `requeues_started` moved by the time it wakes (a requeue started after the read: the
+//!   kernel's requeue, and the wake or timeout on the mutex word after it, go through the
+//!   futex bucket locks, which order that bump before the return). A requeue that finished
+//!   before the first read cannot move a sleeper that queued after it. The same rule covers
+//!   the waiter a requeue wakes directly, which [`crate::mutex`] counts on to re-mark the word.
 
 use core::fmt;
 use core::sync::atomic::AtomicUsize;
@@ -310,7 +313,9 @@ impl Condvar {
             self.spinner.record_sleep(start.elapsed());
         }
         match result {
-            // Never slept: cannot have been moved.
+            // Not queued when the wait returned (never slept, or a moved waiter whose wait a
+            // signal ended and the retry found the value changed): nothing left on the mutex
+            // word to pass a wake on to.
             Err(Error::ValueChanged) => {
                 raw.lock();
                 false
@@ -378,6 +383,27 @@ mod tests {
         include!("../tests/common/blocked.rs");
     }
 
+    /// Yields until `done` holds; panics after 60 s (a hang is a failure).
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "waited 60 s for {what}"
+            );
+            thread::yield_now();
+        }
+    }
+
+    /// Ends the pause of `notify_all` when dropped.
+    struct ReleasePause;
+
+    impl Drop for ReleasePause {
+        fn drop(&mut self) {
+            TARGET.store(0, Ordering::SeqCst);
+        }
+    }
+
     /// `FUTEX_CMP_REQUEUE` moves every sleeper on `seq` once the word holds the notify's new
     /// value, including one that relocked after the notify's bump and went to sleep on that
     /// value before the requeue. Such a waiter must relock as possibly moved: relocking
@@ -402,11 +428,17 @@ mod tests {
                 })
             })
             .collect();
+        let (lock, cv) = &*state;
+        // Counted as sleepers (so past the lock) and asleep: on `seq`, then.
+        wait_for("two early sleepers", || {
+            cv.sleepers.load(Ordering::Relaxed) == 2
+        });
         for _ in 0..2 {
             blocked::wait_until_blocked(tid_rx.recv().unwrap());
         }
-        let (lock, cv) = &*state;
         TARGET.store(cv as *const Condvar as usize, Ordering::SeqCst);
+        // Lets the notify go on even if an assertion below fails.
+        let _release = ReleasePause;
         let notifier = {
             let state = Arc::clone(&state);
             thread::spawn(move || {
@@ -414,9 +446,7 @@ mod tests {
                 state.1.notify_all();
             })
         };
-        while !PAUSED.load(Ordering::SeqCst) {
-            thread::yield_now();
-        }
+        wait_for("the notify to pause", || PAUSED.load(Ordering::SeqCst));
         // The requeue has been counted as started, not made: this waiter reads the new `seq`
         // and the new count, and sleeps.
         let late = {
@@ -428,6 +458,9 @@ mod tests {
                 LAST_WAIT_MAYBE_MOVED.get()
             })
         };
+        wait_for("the late sleeper", || {
+            cv.sleepers.load(Ordering::Relaxed) == 3
+        });
         blocked::wait_until_blocked(tid_rx.recv().unwrap());
         TARGET.store(0, Ordering::SeqCst);
         notifier.join().unwrap();

@@ -871,7 +871,7 @@ impl RawMutex {
                 continue;
             }
             #[cfg(test)]
-            tests_force_owner_watch::WATCHES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            tests_force_owner_watch::WATCHES.set(tests_force_owner_watch::WATCHES.get() + 1);
             let _ = crate::spin::wait_on_owner(&self.owner, owner_tid, &self.spinner, until);
             return true;
         }
@@ -890,13 +890,16 @@ fn owner_watch_enabled() -> bool {
 }
 
 /// The switch unit tests turn on to run the `FUTEX2_SPIN` protocol on any kernel, and a count
-/// of the watches that waited, so tests can tell that the protocol ran.
+/// of the watches that waited, per thread (so tests running alongside do not count), so tests
+/// can tell that the protocol ran.
 #[cfg(test)]
 mod tests_force_owner_watch {
-    use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use core::sync::atomic::{AtomicBool, Ordering};
 
     pub(super) static FORCE: AtomicBool = AtomicBool::new(false);
-    pub(super) static WATCHES: AtomicU32 = AtomicU32::new(0);
+    std::thread_local! {
+        pub(super) static WATCHES: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
     /// The watch's bound where spinning cannot pay but a test forces the protocol on.
     pub(super) const BUDGET_NS: u32 = 20_000;
 
@@ -1394,28 +1397,26 @@ mod tests {
         // that it cannot and waiters sleep with owners shown. A watch needs a waiter to arrive
         // while an owner is shown and nobody is registered, which a slow machine's scheduling
         // can make rare (none in two phases under qemu TCG): the phases repeat until one ran.
+        // At least four repetitions (20,000 rounds per phase), more only until a watch ran.
         let cpus = crate::capabilities().usable_cpus().clamp(2, 8);
-        let before = tests_force_owner_watch::WATCHES.load(core::sync::atomic::Ordering::Relaxed);
-        let watches = || {
-            tests_force_owner_watch::WATCHES.load(core::sync::atomic::Ordering::Relaxed) - before
-        };
-        for _ in 0..20 {
-            for threads in [cpus, cpus * 3] {
-                contend_and_count(threads, 5_000);
-            }
-            if watches() > 0 {
+        let mut watches = 0;
+        for repetition in 0..20 {
+            if repetition >= 4 && watches > 0 {
                 break;
+            }
+            for threads in [cpus, cpus * 3] {
+                watches += contend_and_count(threads, 5_000);
             }
         }
         assert!(
-            watches() > 0,
+            watches > 0,
             "the protocol never ran: no waiter watched a shown owner in 20 repetitions"
         );
     }
 
     /// `threads` threads add 1 `rounds` times each, every 64th time with a timed lock; the
-    /// count must be exact and no owner left shown.
-    fn contend_and_count(threads: usize, rounds: usize) {
+    /// count must be exact and no owner left shown. Returns how many watches the threads made.
+    fn contend_and_count(threads: usize, rounds: usize) -> u32 {
         let counter = Arc::new(Mutex::new(0usize));
         let start = Arc::new(std::sync::Barrier::new(threads));
         let handles: Vec<_> = (0..threads)
@@ -1445,15 +1446,15 @@ mod tests {
                             std::thread::sleep(Duration::from_micros(100));
                         }
                     }
+                    tests_force_owner_watch::WATCHES.get()
                 })
             })
             .collect();
-        for handle in handles {
-            handle.join().unwrap();
-        }
+        let watches = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(*counter.lock().unwrap(), threads * rounds);
         assert_eq!(counter.raw.owner.load(Ordering::Relaxed), 0);
         assert_eq!(counter.raw.state.load(Ordering::Relaxed), 0);
+        watches
     }
 }
 
