@@ -17,6 +17,8 @@
 # failed, or the guest did not finish.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/guest-common.sh
+source scripts/guest-common.sh
 
 (($# >= 2)) || { sed -n '8,17p' "$0" >&2; exit 2; }
 KERNEL=$1 TEST=$2 RUNS=${3:-150} FILTER=${4:-}
@@ -40,21 +42,10 @@ root=$CACHE/repeat-root
 rm -rf "$root"
 mkdir -p "$root"/{bin,proc,sys,dev,tmp,km} "$CACHE/logs"
 cp "$BUSYBOX" "$root/bin/busybox"
-install -m 755 "$bin" "$root/km/test"
-for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do
-    [[ -e $root$lib ]] || cp -L --parents "$lib" "$root"
-done
-cat >"$root/init" <<'EOF'
-#!/bin/busybox sh
-/bin/busybox mount -t proc proc /proc
-/bin/busybox --install -s /bin
-export PATH=/bin HOME=/tmp TMPDIR=/tmp
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/shm
-mount -t tmpfs tmpfs /dev/shm
-mount -t tmpfs tmpfs /tmp
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+copy_with_libs "$bin" "$root" /km/test
+{
+    guest_init_prelude
+    cat <<'EOF'
 for arg in $(cat /proc/cmdline); do
     case $arg in
     gr_runs=*) RUNS=${arg#gr_runs=} ;;
@@ -62,7 +53,6 @@ for arg in $(cat /proc/cmdline); do
     gr_filter=*) FILTER=${arg#gr_filter=} ;;
     esac
 done
-cd /tmp
 echo "GR-BOOTED $(uname -r) cpus $(nproc) runs $RUNS filter '$FILTER'"
 i=0 hangs=0 failures=0
 while [ "$i" -lt "$RUNS" ]; do
@@ -101,6 +91,7 @@ done
 echo "GR-DONE $i runs, $hangs hung, $failures failed"
 poweroff -f
 EOF
+} >"$root/init"
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$CACHE/repeat.cpio.gz"
 
@@ -109,7 +100,7 @@ start=$SECONDS
 timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel "${GR_ACCEL:-tcg,thread=multi}" -cpu max \
     -smp 2 -m 1G -nographic -no-reboot -kernel "$KERNEL" -initrd "$CACHE/repeat.cpio.gz" \
     -append "console=ttyS0 quiet panic=-1 gr_runs=$RUNS gr_hang=$HANG gr_filter=$FILTER" \
-    </dev/null 2>&1 | stdbuf -o0 tr -d '\r' >"$LOG" || true
+    </dev/null 2>&1 | strip_terminal >"$LOG" || true
 grep -a '^GR-\|^  ' "$LOG" || true
 echo "guest-repeat: $((SECONDS - start)) s"
 grep -aq "^GR-DONE $RUNS runs, 0 hung, 0 failed" "$LOG"

@@ -20,6 +20,8 @@
 # disagrees with what the kernel is known to have, or a kernel cannot be booted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/guest-common.sh
+source scripts/guest-common.sh
 
 CACHE=${KM_CACHE:-$PWD/target/kernel-matrix}
 ACCEL=${KM_ACCEL:-auto}
@@ -182,26 +184,16 @@ test_name() {
     echo "${base%-*}"
 }
 
-# PID 1 of the guest. Mounts what the tests touch (/proc for wchan and current_exe, /dev/shm,
-# /tmp), brings up loopback, runs the probe and every test binary with a sentinel line around each, powers off.
+# PID 1 of the guest: the shared prelude (guest-common.sh), then the probe and every test
+# binary with a sentinel line around each, then power off.
 write_init() {
-    cat >"$1" <<'EOF'
-#!/bin/busybox sh
-/bin/busybox mount -t proc proc /proc
-/bin/busybox --install -s /bin
-export PATH=/bin HOME=/tmp TMPDIR=/tmp RUST_BACKTRACE=1
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/shm
-mount -t tmpfs tmpfs /dev/shm
-mount -t tmpfs tmpfs /tmp
-# tests/kvserver.rs serves on loopback, which starts down in a bare initramfs.
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+    {
+        guest_init_prelude
+        cat <<'EOF'
 # The host passes what this kernel is known to have as km_expect=+a,-b on the command line.
 for arg in $(cat /proc/cmdline); do
     case $arg in km_expect=*) export FUTEXKIT_TEST_EXPECT_CAPS="${arg#km_expect=}" ;; esac
 done
-cd /tmp
 echo "KM-BOOTED $(uname -r) cpus $(nproc)"
 echo "KM-EXPECT ${FUTEXKIT_TEST_EXPECT_CAPS:-none}"
 echo "KM-PROBE-BEGIN"
@@ -215,16 +207,8 @@ done
 echo "KM-ALL-DONE"
 poweroff -f
 EOF
+    } >"$1"
     chmod +x "$1"
-}
-
-# Copies BINARY and the shared libraries ldd names (dereferenced) under ROOT.
-copy_with_libs() {
-    local bin=$1 root=$2 dest=$3 lib
-    install -D -m 755 "$bin" "$root$dest"
-    for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do
-        [[ -e $root$lib ]] || cp -L --parents "$lib" "$root"
-    done
 }
 
 build_initramfs() {
@@ -292,11 +276,6 @@ boot() {
     timeout "$GUEST_TIMEOUT" qemu-system-x86_64 "${QEMU_ACCEL[@]}" -smp 2 -m 1G -nographic \
         -no-reboot -kernel "$kernel" -initrd "$CACHE/initramfs.cpio.gz" -append "$append" \
         </dev/null 2>&1 | strip_terminal >"$log" || true
-}
-
-# The console log without carriage returns and the firmware's terminal escapes.
-strip_terminal() {
-    tr -d '\r' | sed 's/\x1b[^A-Za-z]*[A-Za-z]//g'
 }
 
 # The same run on the host kernel, with the same sentinel lines.
