@@ -871,8 +871,7 @@ mod tests {
 /// with kernel `FUTEX2_SPIN` where probed and enabled (the kernel spins while the owner runs,
 /// then sleeps; it takes one of the spinner places, [`max_spinners`], for the call, and
 /// without one the thread does not spin), otherwise `spinner`'s bounded spin and then a futex
-/// wait. `Ok(())` once the word
-/// changed or a wake arrived (possibly spuriously: re-check).
+/// wait. `Ok(())` once the word changed or a wake arrived (possibly spuriously: re-check).
 ///
 /// ```
 /// use std::sync::atomic::Ordering;
