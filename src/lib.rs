@@ -6,14 +6,17 @@
 //! * [`swap`]: the directed hand-off (wake a partner and wait, as one step): kernel
 //!   `FUTEX_SWAP` where present, an adaptive-spin emulation everywhere else, and [`swap::Parker`],
 //!   a hand-off that makes no syscall while both sides are running.
-//! * [`Mutex`]: a drop-in for `std::sync::Mutex` (same API, std's own result types, poisoning),
-//!   adaptive underneath: one CAS to lock and to unlock, a learned bounded spin, exact wakes,
-//!   and a 1 ms starvation bound.
-//! * [`Condvar`]: a drop-in for `std::sync::Condvar` whose `notify_all` wakes one waiter and
-//!   requeues the rest onto the mutex, and whose notifies make no syscall when nobody sleeps.
+//! * [`Mutex`]: a drop-in for `std::sync::Mutex` (same API, std's own result types, poisoning,
+//!   std's size): one CAS to lock and one to unlock, a short bounded spin, one wake per
+//!   contended unlock, and a fairness hand-off that bounds how long a sleeper can be passed over.
+//! * [`Condvar`]: a drop-in for `std::sync::Condvar` (any mutex, in turn; pairs may move
+//!   between waits) whose notifies make no syscall when nobody waits.
 //! * [`flipcall`]: synchronous request/response over shared memory, in one process or across
 //!   processes, with timeouts, shutdown and peer-death detection.
 //! * [`spin`]: the one spin policy every primitive shares.
+//!
+//! Design notes, the state table of each primitive and the kernel facts the code relies on are
+//! in `docs/design.md` and `docs/kernel.md`.
 //!
 //! The kernel is probed once, at first use; `FUTEXKIT_DISABLE=swap,spin,...` forces
 //! capabilities off so the fallbacks can be exercised on any kernel.
@@ -40,52 +43,41 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
-// Under loom the futex calls are emulated, leaving the syscall layer unused.
-#![cfg_attr(loom, allow(dead_code))]
+// Under a model checker the futex calls are emulated, leaving the syscall layer unused.
+#![cfg_attr(model, allow(dead_code))]
 
 pub mod condvar;
+mod fairness;
 pub mod flipcall;
 pub mod futex;
-#[cfg(loom)]
-mod loom;
+#[cfg(model)]
+mod model;
 pub mod mutex;
 pub mod spin;
 pub mod swap;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
-pub use futex::{Capabilities, Capability};
+pub use futex::{capabilities, Capabilities, Capability};
 pub use mutex::{Mutex, MutexGuard, RawMutex};
 /// std's own result and error types, so `use futexkit as sync;` compiles code written for std.
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
-/// The atomics the crate's primitives use: std's, or loom's under `cfg(loom)`.
+/// The atomics the crate's primitives use: core's, or the model checker's under `cfg(model)`.
 pub(crate) mod atomic {
     #[cfg(loom)]
-    pub(crate) use ::loom::sync::atomic::{fence, AtomicU32, Ordering};
-    #[cfg(not(loom))]
-    pub(crate) use core::sync::atomic::{fence, AtomicU32, Ordering};
+    pub(crate) use ::loom::sync::atomic::{AtomicU32, Ordering};
+    #[cfg(shuttle)]
+    pub(crate) use ::shuttle::sync::atomic::{AtomicU32, Ordering};
+    #[cfg(not(model))]
+    pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
 }
 
-/// Thread operations the primitives use: std's, or loom's under `cfg(loom)`.
+/// Thread operations the primitives use: std's, or the model checker's under `cfg(model)`.
 pub(crate) mod thread {
     #[cfg(loom)]
     pub(crate) use ::loom::thread::yield_now;
-    #[cfg(not(loom))]
+    #[cfg(shuttle)]
+    pub(crate) use ::shuttle::thread::yield_now;
+    #[cfg(not(model))]
     pub(crate) use std::thread::yield_now;
-}
-
-/// What the running kernel offers, probed once (at the first call) and cached.
-///
-/// ```
-/// use futexkit::Capability;
-///
-/// let caps = futexkit::capabilities();
-/// if !caps.has(Capability::Swap) {
-///     // Every mainline kernel: swap() runs its emulation.
-/// }
-/// println!("{caps}");
-/// ```
-pub fn capabilities() -> &'static Capabilities {
-    static CAPABILITIES: std::sync::OnceLock<Capabilities> = std::sync::OnceLock::new();
-    CAPABILITIES.get_or_init(Capabilities::detect)
 }

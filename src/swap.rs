@@ -52,7 +52,7 @@ impl SwapMode {
     /// Whether this mode can run on this kernel (Emulated always can).
     pub fn is_available(self) -> bool {
         match self {
-            SwapMode::Kernel => crate::capabilities().has(Capability::Swap),
+            SwapMode::Kernel => crate::futex::capabilities().has(Capability::Swap),
             SwapMode::Emulated => true,
         }
     }
@@ -175,18 +175,13 @@ pub fn swap_in<S: Scope>(
             if wait_on.load(Ordering::Acquire) != expected {
                 return Err(Error::ValueChanged);
             }
-            THREAD_SPINNER.with(|spinner| spinner.wait_on(wait_on, expected, deadline))
+            // A raw word has nowhere to keep a spinner: learn per thread.
+            crate::spin::with_thread_spinner(|spinner| spinner.wait_on(wait_on, expected, deadline))
         }
     }
 }
 
-std::thread_local! {
-    /// Raw [`swap`] has nowhere to keep per-word state, so it learns per thread: a thread in a
-    /// hand-off loop sees consistent partner latencies.
-    static THREAD_SPINNER: Spinner = const { Spinner::new() };
-}
-
-#[cfg(not(loom))]
+#[cfg(not(model))]
 fn kernel_swap<S: Scope>(
     wait_on: &Futex<S>,
     expected: u32,
@@ -206,7 +201,7 @@ fn kernel_swap<S: Scope>(
     }
 }
 
-#[cfg(loom)]
+#[cfg(model)]
 fn kernel_swap<S: Scope>(
     _wait_on: &Futex<S>,
     _expected: u32,
@@ -254,7 +249,7 @@ pub struct Parker<S: Scope = Private> {
 
 impl Parker<Private> {
     /// A parker with no token, for threads of one process.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub const fn new() -> Parker<Private> {
         Parker {
             state: Futex::new(EMPTY),
@@ -262,8 +257,8 @@ impl Parker<Private> {
         }
     }
 
-    /// A parker with no token (not `const` under loom).
-    #[cfg(loom)]
+    /// A parker with no token (not `const` under a model checker).
+    #[cfg(model)]
     pub fn new() -> Parker<Private> {
         Parker {
             state: Futex::new(EMPTY),
@@ -280,7 +275,7 @@ impl Default for Parker<Private> {
 
 impl Parker<Shared> {
     /// A parker with no token whose word lives in memory shared between processes.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub const fn shared() -> Parker<Shared> {
         Parker {
             state: Futex::shared(EMPTY),

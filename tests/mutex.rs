@@ -1,5 +1,5 @@
 //! futexkit::Mutex against std::sync::Mutex's contract, and under stress.
-#![cfg(not(loom))]
+#![cfg(not(model))]
 
 use std::cell::RefCell;
 use std::fmt::Debug;

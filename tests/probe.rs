@@ -1,5 +1,5 @@
 //! Probing: consistent with this kernel, stable across runs, and overridable.
-#![cfg(not(loom))]
+#![cfg(not(model))]
 
 mod common;
 

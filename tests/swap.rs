@@ -1,5 +1,5 @@
 //! swap and Parker: wake exactly one, wait correctly, time out, and never lose or double a turn.
-#![cfg(not(loom))]
+#![cfg(not(model))]
 
 mod common;
 

@@ -157,7 +157,7 @@ pub struct Endpoint {
     role: Role,
     phase: Phase,
     spinner: Spinner,
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     peer: super::peer::PeerWatch,
 }
 
@@ -184,7 +184,7 @@ impl Endpoint {
     /// # Errors
     ///
     /// [`Error::RoleTaken`] if the window already has a client.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub fn client(window: &super::PacketWindow) -> Result<Endpoint, Error> {
         Endpoint::claim(Arc::clone(&window.region), Role::Client)
     }
@@ -194,7 +194,7 @@ impl Endpoint {
     /// # Errors
     ///
     /// [`Error::RoleTaken`] if the window already has a server.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub fn server(window: &super::PacketWindow) -> Result<Endpoint, Error> {
         Endpoint::claim(Arc::clone(&window.region), Role::Server)
     }
@@ -204,14 +204,14 @@ impl Endpoint {
         if header.roles.fetch_or(role.bit(), Ordering::AcqRel) & role.bit() != 0 {
             return Err(Error::RoleTaken);
         }
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         let peer = super::peer::PeerWatch::announce(header, role);
         Ok(Endpoint {
             region,
             role,
             phase: Phase::Start,
             spinner: Spinner::new(),
-            #[cfg(not(loom))]
+            #[cfg(not(model))]
             peer,
         })
     }
@@ -512,7 +512,7 @@ impl Endpoint {
     /// Waits until the turn is this side's, while the peer holds `pending`; returns the length
     /// that came with it.
     fn wait_for_turn(&mut self, pending: u32, deadline: Option<Deadline>) -> Result<usize, Error> {
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         if self.peer.died() {
             return Err(Error::PeerDied);
         }
@@ -568,7 +568,7 @@ impl Endpoint {
                 slept_since = Some(Instant::now());
                 // Open the peer's pidfd before the first sleep, not at the first check, to
                 // narrow the window in which its pid could be reused.
-                #[cfg(not(loom))]
+                #[cfg(not(model))]
                 if self.region.is_shared() {
                     self.peer.watch(self.region.header());
                 }
@@ -599,7 +599,7 @@ impl Endpoint {
     /// The deadline for the next sleep: the caller's, cut to one peer-check interval when the
     /// peer is another process.
     fn slice_deadline(&self, deadline: Option<Deadline>) -> Option<Deadline> {
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         if self.region.is_shared() {
             let slice = Deadline::after(PEER_CHECK_INTERVAL);
             return Some(match deadline {
@@ -611,7 +611,7 @@ impl Endpoint {
     }
 
     fn check_peer(&mut self) -> Result<(), Error> {
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         if self.region.is_shared() && !self.peer.check(self.region.header()) {
             return Err(Error::PeerDied);
         }

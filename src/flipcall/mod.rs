@@ -65,13 +65,13 @@
 
 mod endpoint;
 mod error;
-#[cfg(not(loom))]
+#[cfg(not(model))]
 mod peer;
 mod window;
 
 pub use endpoint::{Endpoint, Role, ShutdownHandle, PEER_CHECK_INTERVAL};
 pub use error::{Error, Violation};
-#[cfg(not(loom))]
+#[cfg(not(model))]
 pub use window::PacketWindow;
 pub use window::MAX_CAPACITY;
 

@@ -22,16 +22,16 @@
 //! seal, and takes the data capacity from the header only after checking it fits the file it
 //! measured itself. The in-process [`pair`](super::pair) uses a heap allocation instead.
 
-#[cfg(not(loom))]
+#[cfg(not(model))]
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use super::endpoint::Role;
 use super::error::Error;
-#[cfg(not(loom))]
+#[cfg(not(model))]
 use super::error::Violation;
 use crate::atomic::AtomicU32;
-#[cfg(not(loom))]
+#[cfg(not(model))]
 use crate::atomic::Ordering;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"FKfc");
@@ -63,7 +63,7 @@ pub(crate) struct Header {
     _reserved_line: [AtomicU32; 14],
 }
 
-#[cfg(not(loom))]
+#[cfg(not(model))]
 const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
 
 impl Header {
@@ -101,7 +101,7 @@ enum Backing {
         data: *mut [u8],
     },
     /// A shared mapping of a memfd, `len` bytes at `base`.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     Mapped {
         base: *mut u8,
         len: usize,
@@ -144,7 +144,7 @@ impl Region {
             // SAFETY: the mapping is page-aligned, at least HEADER_SIZE long (checked when it was
             // made or adopted) and lives as long as `self`; Header is all atomics (plus padding
             // nobody reads), for which concurrent access by the peer is allowed.
-            #[cfg(not(loom))]
+            #[cfg(not(model))]
             Backing::Mapped { base, .. } => unsafe { &*base.cast::<Header>() },
         }
     }
@@ -154,7 +154,7 @@ impl Region {
         match &self.backing {
             Backing::Heap { data, .. } => data.cast(),
             // SAFETY: HEADER_SIZE + capacity <= the mapping's length (checked when mapped).
-            #[cfg(not(loom))]
+            #[cfg(not(model))]
             Backing::Mapped { base, .. } => unsafe { base.add(HEADER_SIZE) },
         }
     }
@@ -176,7 +176,7 @@ impl Drop for Region {
             Backing::Heap { data, .. } => drop(unsafe { Box::from_raw(*data) }),
             // SAFETY: the whole mapping, made in `map`, and no endpoint or handle is left to use
             // it (they hold the Arc this region lives in).
-            #[cfg(not(loom))]
+            #[cfg(not(model))]
             Backing::Mapped { base, len, .. } => unsafe { crate::futex::sys::unmap(*base, *len) },
         }
     }
@@ -211,12 +211,12 @@ fn check_capacity(capacity: usize) -> Result<(), Error> {
 /// # drop((client, server));
 /// # Ok::<(), futexkit::flipcall::Error>(())
 /// ```
-#[cfg(not(loom))]
+#[cfg(not(model))]
 pub struct PacketWindow {
     pub(crate) region: Arc<Region>,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(model))]
 impl PacketWindow {
     /// A new window with `data_cap` bytes of data (at most [`MAX_CAPACITY`]).
     ///
@@ -313,7 +313,7 @@ impl PacketWindow {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(model))]
 impl core::fmt::Debug for PacketWindow {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("PacketWindow")

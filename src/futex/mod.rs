@@ -16,14 +16,15 @@
 //!   [`wake_op`](Futex::wake_op);
 //! * the priority-inheritance family ([`lock_pi`](Futex::lock_pi) and friends, in `pi.rs`);
 //! * futex2 `futex_wait` / `futex_wake` / `futex_requeue` and `futex_waitv` ([`futex2`]);
-//! * runtime probing of what this kernel offers ([`capabilities`](crate::capabilities)).
+//! * runtime probing of what this kernel offers ([`capabilities`]).
 //!
 //! Wakes that may run after the word's memory is freed (an unlock that lets another thread
 //! drop the lock) use [`Futex::wake_at`], which takes a raw pointer: the kernel never reads a
 //! word to wake it, so a stale address is harmless, but a dangling `&` reference would not be.
 //!
-//! All syscalls are made in `sys.rs`; under `cfg(loom)` the same API runs on the emulated
-//! futex in `src/loom.rs` (wait, wake, requeue; the rest is not modelled).
+//! All syscalls are made in `sys.rs`; under a model checker (`cfg(loom)` or `cfg(shuttle)`)
+//! the same API runs on the emulated futex in `src/model.rs` (wait and wake with bitsets,
+//! requeue, wake-op on one word; the rest is not modelled).
 //!
 //! ```
 //! use std::sync::atomic::Ordering;
@@ -44,9 +45,9 @@
 
 mod deadline;
 mod error;
-#[cfg(not(loom))]
+#[cfg(not(model))]
 pub mod futex2;
-#[cfg(not(loom))]
+#[cfg(not(model))]
 mod pi;
 pub(crate) mod probe;
 pub(crate) mod sys;
@@ -56,7 +57,7 @@ use core::ops::Deref;
 
 pub use deadline::{Clock, Deadline};
 pub use error::Error;
-pub use probe::{Capabilities, Capability, Detection, Overrides};
+pub use probe::{capabilities, Capabilities, Capability, Detection, Overrides};
 
 use crate::atomic::AtomicU32;
 
@@ -139,7 +140,7 @@ impl ScopeKind {
     }
 
     /// The futex2 flag for this scope (`FUTEX2_PRIVATE`).
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub(crate) const fn futex2_flag(self) -> u32 {
         match self {
             ScopeKind::Private => futex2::FUTEX2_PRIVATE,
@@ -160,13 +161,13 @@ pub struct Futex<S: Scope = Private> {
 
 impl Futex<Private> {
     /// A process-private futex word holding `value`.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub const fn new(value: u32) -> Futex<Private> {
         Futex::with_scope(value)
     }
 
-    /// A process-private futex word holding `value` (not `const` under loom).
-    #[cfg(loom)]
+    /// A process-private futex word holding `value` (not `const` under a model checker).
+    #[cfg(model)]
     pub fn new(value: u32) -> Futex<Private> {
         Futex::with_scope(value)
     }
@@ -174,13 +175,13 @@ impl Futex<Private> {
 
 impl Futex<Shared> {
     /// A futex word holding `value`, for memory shared between processes.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub const fn shared(value: u32) -> Futex<Shared> {
         Futex::with_scope(value)
     }
 
-    /// A shared futex word holding `value` (not `const` under loom).
-    #[cfg(loom)]
+    /// A shared futex word holding `value` (not `const` under a model checker).
+    #[cfg(model)]
     pub fn shared(value: u32) -> Futex<Shared> {
         Futex::with_scope(value)
     }
@@ -188,7 +189,7 @@ impl Futex<Shared> {
 
 impl<S: Scope> Futex<S> {
     /// A futex word of scope `S` holding `value`.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub const fn with_scope(value: u32) -> Futex<S> {
         Futex {
             word: AtomicU32::new(value),
@@ -196,8 +197,8 @@ impl<S: Scope> Futex<S> {
         }
     }
 
-    /// A futex word of scope `S` holding `value` (not `const` under loom).
-    #[cfg(loom)]
+    /// A futex word of scope `S` holding `value` (not `const` under a model checker).
+    #[cfg(model)]
     pub fn with_scope(value: u32) -> Futex<S> {
         Futex {
             word: AtomicU32::new(value),
@@ -227,7 +228,7 @@ impl<S: Scope> Futex<S> {
     ///
     /// As for [`AtomicU32::from_ptr`]: `ptr` must be 4-byte aligned, valid for reads and writes
     /// for `'a`, and only accessed atomically during `'a`.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub unsafe fn from_ptr<'a>(ptr: *mut u32) -> &'a Futex<S> {
         // SAFETY: forwarded to `AtomicU32::from_ptr`, whose contract the caller upholds.
         Futex::from_atomic(unsafe { AtomicU32::from_ptr(ptr) })
@@ -271,17 +272,23 @@ impl<S: Scope> Futex<S> {
         if bitset == 0 {
             return Err(Error::InvalidArgument);
         }
-        #[cfg(loom)]
+        #[cfg(model)]
         {
-            crate::loom::futex_wait(self.addr(), &self.word, expected, deadline.is_some())
+            crate::model::futex_wait(
+                self.addr(),
+                &self.word,
+                expected,
+                bitset,
+                deadline.is_some(),
+            )
         }
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         {
             self.wait_raw(expected, bitset, deadline)
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     fn wait_raw(
         &self,
         expected: u32,
@@ -364,11 +371,11 @@ impl<S: Scope> Futex<S> {
             return Err(Error::InvalidArgument);
         }
         let n = n.min(i32::MAX as u32);
-        #[cfg(loom)]
+        #[cfg(model)]
         {
-            Ok(crate::loom::futex_wake(addr as usize, n))
+            Ok(crate::model::futex_wake(addr as usize, n, bitset))
         }
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         {
             let futex_op = op::WAKE_BITSET | S::KIND.legacy_flag();
             sys::futex_wake(addr.cast(), futex_op, n, bitset).map_err(Error::from_errno)
@@ -440,9 +447,9 @@ impl<S: Scope> Futex<S> {
         }
         let n_wake = n_wake.min(i32::MAX as u32);
         let n_requeue = n_requeue.min(i32::MAX as u32);
-        #[cfg(loom)]
+        #[cfg(model)]
         {
-            crate::loom::futex_requeue(
+            crate::model::futex_requeue(
                 self.addr(),
                 &self.word,
                 expected,
@@ -451,7 +458,7 @@ impl<S: Scope> Futex<S> {
                 n_requeue,
             )
         }
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         {
             let (futex_op, val3) = match expected {
                 Some(expected) => (op::CMP_REQUEUE, expected),
@@ -494,7 +501,7 @@ impl<S: Scope> Futex<S> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] if `other` is this word.
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     pub fn wake_op(
         &self,
         n_wake: u32,
@@ -550,17 +557,17 @@ impl<S: Scope> Futex<S> {
         // comparison holds, so the comparison is `old == 0`: documented below.
         let operation = WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?;
         let n = n.min(i32::MAX as u32);
-        #[cfg(loom)]
+        #[cfg(model)]
         {
             let _ = operation;
-            Ok(crate::loom::futex_update_and_wake(
+            Ok(crate::model::futex_update_and_wake(
                 self.addr(),
                 &self.word,
                 |v| kind.apply(v, arg),
                 n,
             ))
         }
-        #[cfg(not(loom))]
+        #[cfg(not(model))]
         {
             // Release: whatever this thread wrote before is visible to whoever sees the change
             // (the kernel's atomic op is not documented as a release on every architecture).
@@ -582,7 +589,7 @@ impl<S: Scope> Futex<S> {
         }
     }
 
-    #[cfg(loom)]
+    #[cfg(model)]
     fn addr(&self) -> usize {
         self as *const Futex<S> as usize
     }
@@ -628,7 +635,7 @@ pub enum WakeOpKind {
 
 impl WakeOpKind {
     /// The new value of a word holding `old`.
-    #[cfg_attr(not(loom), allow(dead_code))]
+    #[cfg_attr(not(model), allow(dead_code))]
     fn apply(self, old: u32, arg: u32) -> u32 {
         match self {
             WakeOpKind::Set => arg,
@@ -715,7 +722,8 @@ impl WakeOp {
 
 /// This thread's kernel thread id (`gettid`, a system call each time: a cached id would be
 /// wrong in a child after `fork`): the value an owner-TID word holds (the PI family,
-/// [`crate::spin::wait_on_owner`]). Under loom, a distinct nonzero id per model thread.
+/// [`crate::spin::wait_on_owner`]). Under a model checker, a distinct nonzero id per model
+/// thread.
 ///
 /// ```
 /// let tid = futexkit::futex::current_tid();
@@ -725,15 +733,19 @@ impl WakeOp {
 /// assert_ne!(tid, other);
 /// ```
 pub fn current_tid() -> u32 {
-    #[cfg(not(loom))]
+    #[cfg(not(model))]
     {
         sys::gettid()
     }
-    #[cfg(loom)]
+    #[cfg(model)]
     {
         // Not modelled: the ids only need to differ between threads.
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        ::loom::thread_local! {
+        #[cfg(loom)]
+        use ::loom::thread_local;
+        #[cfg(shuttle)]
+        use ::shuttle::thread_local;
+        thread_local! {
             static TID: u32 =
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % pi_bits::TID_MASK + 1;
         }
@@ -745,7 +757,7 @@ pub fn current_tid() -> u32 {
 /// of `wake`, then waits on `wait_on` while it holds `expected`, handing the woken task this
 /// CPU. Its timeout is relative (monotonic), so it is recomputed from the deadline. Callers
 /// must have checked [`Capability::Swap`]: on mainline op 13 is `FUTEX_LOCK_PI2`.
-#[cfg(not(loom))]
+#[cfg(not(model))]
 pub(crate) fn swap_syscall<S: Scope>(
     wait_on: &Futex<S>,
     expected: u32,

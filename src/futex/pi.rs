@@ -45,7 +45,7 @@ impl<S: Scope> Futex<S> {
     /// never-merged FUTEX_SWAP patch op 13 means something else, so this refuses to run there
     /// ([`Error::Unsupported`]) unless probing found `LOCK_PI2`.
     pub fn lock_pi2(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        if !crate::capabilities().has(super::Capability::LockPi2) {
+        if !crate::futex::capabilities().has(super::Capability::LockPi2) {
             return Err(Error::Unsupported);
         }
         self.lock_pi_op(op::OP_13, deadline)

@@ -14,6 +14,7 @@
 //! tested on any kernel. `FUTEXKIT_ENABLE=spin` opts in to FUTEX2_SPIN, which has no stable ABI.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 /// A kernel feature futexkit can use when present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -178,6 +179,23 @@ fn parse_list(list: &str) -> Vec<Capability> {
     caps
 }
 
+/// What the running kernel offers, probed once (at the first call) and cached. Re-exported as
+/// [`futexkit::capabilities`](crate::capabilities).
+///
+/// ```
+/// use futexkit::Capability;
+///
+/// let caps = futexkit::capabilities();
+/// if !caps.has(Capability::Swap) {
+///     // Every mainline kernel: swap() runs its emulation.
+/// }
+/// println!("{caps}");
+/// ```
+pub fn capabilities() -> &'static Capabilities {
+    static CAPABILITIES: OnceLock<Capabilities> = OnceLock::new();
+    CAPABILITIES.get_or_init(Capabilities::detect)
+}
+
 impl Capabilities {
     /// Runs every probe now, with the overrides from the environment.
     pub fn detect() -> Capabilities {
@@ -240,7 +258,7 @@ impl fmt::Display for Capabilities {
     }
 }
 
-#[cfg(loom)]
+#[cfg(model)]
 mod probes {
     use super::{Capability, Detection};
 
@@ -250,13 +268,13 @@ mod probes {
             .map(|_| Detection {
                 detected: false,
                 disabled: false,
-                evidence: "not probed under loom".into(),
+                evidence: "not probed under a model checker".into(),
             })
             .collect()
     }
 
     pub(super) fn kernel_release() -> String {
-        "loom".into()
+        "model".into()
     }
 
     pub(super) fn usable_cpus() -> usize {
@@ -264,7 +282,7 @@ mod probes {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(model))]
 mod probes {
     use core::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;

@@ -1,0 +1,63 @@
+//! Runs one scenario under the model checker this build is for: loom (`--cfg loom`: every
+//! interleaving within a preemption bound; keep scenarios to 2-3 threads) or shuttle
+//! (`--cfg shuttle`: randomized PCT schedules; 4-8 threads are fine). The scenarios use
+//! `thread` and `Arc` from here, so each is written once for both.
+//!
+//! A timed wait's outcome is the checker's choice (the emulated futex explores both a timeout
+//! and a wake), so scenarios give timed calls [`FAR`] as their timeout: a deadline read from
+//! the real clock must not pass during a run, or the run would depend on time.
+#![allow(dead_code)]
+
+#[cfg(loom)]
+pub use loom::{sync::atomic, sync::Arc, thread};
+#[cfg(shuttle)]
+pub use shuttle::{sync::atomic, sync::Arc, thread};
+
+/// The timeout of timed calls in scenarios: long enough never to pass during a run.
+pub const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Explores `f`: with loom, every interleaving within `preemptions` preemptions (or fewer if
+/// `LOOM_MAX_PREEMPTIONS` says so); with shuttle, `SHUTTLE_ITERATIONS` (default 2000) PCT
+/// schedules of depth 3.
+pub fn check(preemptions: usize, f: impl Fn() + Send + Sync + 'static) {
+    #[cfg(loom)]
+    {
+        let mut builder = loom::model::Builder::new();
+        let cap = builder.preemption_bound.unwrap_or(preemptions);
+        builder.preemption_bound = Some(preemptions.min(cap));
+        builder.check(f);
+    }
+    #[cfg(shuttle)]
+    {
+        let _ = preemptions;
+        let iterations = std::env::var("SHUTTLE_ITERATIONS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2000);
+        let mut config = shuttle::Config::new();
+        config.silence_warnings = true;
+        let scheduler = shuttle::scheduler::PctScheduler::new(3, iterations);
+        let runs = shuttle::Runner::new(scheduler, config).run(f);
+        eprintln!("shuttle: {runs} schedules");
+    }
+}
+
+/// Spawns one thread per entry of `work` (the caller runs the first entry itself, after
+/// spawning the others) and joins them.
+pub fn in_threads<T: Send + Sync + 'static>(
+    shared: &Arc<T>,
+    work: Vec<Box<dyn FnOnce(&T) + Send>>,
+) {
+    let mut work = work.into_iter();
+    let first = work.next().expect("at least one thread");
+    let handles: Vec<_> = work
+        .map(|job| {
+            let shared = Arc::clone(shared);
+            thread::spawn(move || job(&shared))
+        })
+        .collect();
+    first(shared);
+    for h in handles {
+        h.join().unwrap();
+    }
+}

@@ -1,0 +1,108 @@
+//! The Mutex's protocol under a model checker (`--cfg loom` or `--cfg shuttle`; see
+//! `tests/model/mod.rs`): mutual exclusion (an increment split into a load and a store loses
+//! nothing), no lost wakeup (the checker reports a deadlock), the fairness hand-off (each
+//! thread's first contended unlock hands off, later ones release), and timed waiters beside
+//! hand-offs. The code checked is the shipped code; only the futex and the spin bound are the
+//! checker's.
+#![cfg(any(loom, shuttle))]
+
+mod model;
+
+use futexkit::{Mutex, RawMutex};
+use model::atomic::{AtomicUsize, Ordering};
+use model::{check, in_threads, Arc, FAR};
+
+/// Sizes: (threads, increments each) for loom, and bigger for shuttle.
+fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
+    if cfg!(loom) {
+        loom
+    } else {
+        shuttle
+    }
+}
+
+/// `threads` threads each make `increments` locked increments of a counter whose increment is
+/// a separate relaxed load and store (so only mutual exclusion, and the lock's acquire and
+/// release orderings, keep it exact); asserts the total and that the lock ends free.
+fn increments(threads: usize, increments: usize) {
+    let shared = Arc::new((RawMutex::new(), AtomicUsize::new(0)));
+    let work = (0..threads)
+        .map(|_| {
+            Box::new(move |(raw, count): &(RawMutex, AtomicUsize)| {
+                for _ in 0..increments {
+                    raw.lock();
+                    let v = count.load(Ordering::Relaxed);
+                    model::thread::yield_now();
+                    count.store(v + 1, Ordering::Relaxed);
+                    // SAFETY: locked just above.
+                    unsafe { raw.unlock() };
+                }
+            }) as Box<dyn FnOnce(&_) + Send>
+        })
+        .collect();
+    in_threads(&shared, work);
+    let (raw, count) = &*shared;
+    assert_eq!(count.load(Ordering::Relaxed), threads * increments);
+    assert!(!raw.is_locked());
+    assert!(raw.try_lock(), "the lock ends free, not held in trust");
+}
+
+#[test]
+fn two_threads_contending_twice_each() {
+    // Each thread's first contended unlock hands off, its second releases: both paths.
+    let (threads, n) = sized((2, 2), (4, 4));
+    check(3, move || increments(threads, n));
+}
+
+#[test]
+fn three_threads_contending() {
+    let (threads, n) = sized((3, 1), (8, 2));
+    check(2, move || increments(threads, n));
+}
+
+/// A timed waiter beside an untimed one: a hand-off goes to the untimed one (timed waiters
+/// sleep on their own bitset), the timed one takes the lock or times out, and nothing is left
+/// held.
+#[test]
+fn timed_and_untimed_waiters_with_hand_offs() {
+    let timed_threads = if cfg!(loom) { 1 } else { 3 };
+    check(2, move || {
+        let shared = Arc::new(Mutex::new(0u32));
+        let mut work: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = vec![
+            Box::new(|m| *m.lock().unwrap() += 1),
+            Box::new(|m| *m.lock().unwrap() += 1),
+        ];
+        for _ in 0..timed_threads {
+            work.push(Box::new(|m| {
+                if let Ok(mut g) = m.try_lock_for(FAR) {
+                    *g += 10;
+                }
+            }));
+        }
+        in_threads(&shared, work);
+        let total = *shared.try_lock().expect("the lock ends free");
+        assert_eq!(total % 10, 2, "both untimed lockers got through ({total})");
+    });
+}
+
+/// A timed lock against a holder: it gets the lock or times out, and either way the lock ends
+/// free.
+#[test]
+fn timed_lock_against_a_holder() {
+    check(3, || {
+        let shared = Arc::new(Mutex::new(0u32));
+        in_threads(
+            &shared,
+            vec![
+                Box::new(|m| *m.lock().unwrap() += 10),
+                Box::new(|m| {
+                    if let Ok(mut g) = m.try_lock_for(FAR) {
+                        *g += 1;
+                    }
+                }),
+            ],
+        );
+        let v = *shared.try_lock().expect("the lock ends free");
+        assert!(v == 10 || v == 11, "{v}");
+    });
+}
