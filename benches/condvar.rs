@@ -3,8 +3,7 @@
 //! with N producers and N consumers. `examples/condvar.rs` prints the same as one table, with
 //! context switches; `examples/hackbench.rs` is the macro benchmark.
 
-#[path = "common/condvar.rs"]
-mod condvar;
+use futexkit_support::condvar;
 
 use std::time::Duration;
 

@@ -2,10 +2,8 @@
 //! in a forked process, against raw futex wake + wait flipping a turn word over the same shared
 //! memory; idle and oversubscribed (a busy thread on every CPU).
 
-#[path = "common/flipcall.rs"]
-mod flipcall;
-#[path = "common/pingpong.rs"]
-mod pingpong;
+use futexkit_support::flipcall;
+use futexkit_support::pingpong;
 
 use std::time::Duration;
 

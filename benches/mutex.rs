@@ -2,11 +2,8 @@
 //! counter at 1-32 threads with a short and a long critical section; the same oversubscribed
 //! (a busy thread on every CPU); lock hand-off latency to a waiter that has gone to sleep.
 
-#[path = "common/contention.rs"]
-mod contention;
-#[path = "common/pingpong.rs"]
-#[allow(unused)]
-mod pingpong;
+use futexkit_support::contention;
+use futexkit_support::pingpong;
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -2,8 +2,7 @@
 //! spin-only (the floor), std and parking_lot Mutex + Condvar, pipes, Unix sockets; idle and
 //! oversubscribed (a busy thread on every CPU).
 
-#[path = "common/pingpong.rs"]
-mod pingpong;
+use futexkit_support::pingpong;
 
 use std::time::Duration;
 

@@ -1,8 +1,7 @@
 //! Condvar workloads, futexkit vs std vs parking_lot, interleaved in one run:
 //! `cargo run --release --example condvar [-- --quick]`.
 
-#[path = "../benches/common/condvar.rs"]
-mod condvar;
+use futexkit_support::condvar;
 
 use std::time::Duration;
 

@@ -2,11 +2,8 @@
 //! parking_lot's, interleaved in one run. `cargo run --release --example contention
 //! [-- --quick] [-- --oversubscribed] [-- --threads 4,8]`.
 
-#[path = "../benches/common/contention.rs"]
-mod contention;
-#[path = "../benches/common/pingpong.rs"]
-#[allow(unused)]
-mod pingpong;
+use futexkit_support::contention;
+use futexkit_support::pingpong;
 
 use std::time::Duration;
 

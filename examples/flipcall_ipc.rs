@@ -5,10 +5,8 @@
 //!
 //! `cargo run --release --example flipcall_ipc [-- --quick]`
 
-#[path = "../benches/common/flipcall.rs"]
-mod flipcall;
-#[path = "../benches/common/pingpong.rs"]
-mod pingpong;
+use futexkit_support::flipcall;
+use futexkit_support::pingpong;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command};

@@ -3,8 +3,7 @@
 //! scheduler with pipes. Total time for 1 to 10 groups, futexkit vs std vs parking_lot,
 //! interleaved. `cargo run --release --example hackbench [-- --quick]`.
 
-#[path = "../benches/common/condvar.rs"]
-mod condvar;
+use futexkit_support::condvar;
 
 use std::time::Duration;
 

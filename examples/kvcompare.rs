@@ -12,10 +12,8 @@
 //! both run on this machine, over loopback. Rounds interleave the backends; ops/s is the
 //! median over rounds, latency quantiles come from the rounds' histograms merged.
 
-#[path = "kvload/load.rs"]
-mod load;
-#[path = "kvserver/server.rs"]
-mod server;
+use futexkit_support::kv::load;
+use futexkit_support::kv::server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -167,7 +165,7 @@ struct Runs {
     ops_per_sec: Vec<f64>,
     /// Each round's p99, in nanoseconds.
     p99: Vec<f64>,
-    latency: hdrhistogram::Histogram<u64>,
+    latency: load::Histogram<u64>,
     errors: u64,
 }
 

@@ -4,8 +4,7 @@
 //! on every CPU (oversubscribed). Prints the median round trip of several batches and its ratio
 //! to raw futex wake + wait. `cargo run --release --example pingpong [-- --quick]`.
 
-#[path = "../benches/common/pingpong.rs"]
-mod pingpong;
+use futexkit_support::pingpong;
 
 use std::time::Duration;
 

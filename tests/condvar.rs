@@ -1,7 +1,7 @@
 //! The Condvar against std's contract, and its broadcast path.
 #![cfg(not(model))]
 
-mod common;
+use futexkit_support::blocked;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{gettid, wait_until_blocked};
+use blocked::{gettid, wait_until_blocked};
 use futexkit::{Condvar, Mutex};
 
 /// A producer/consumer queue written against `std::sync`, compiled against futexkit by

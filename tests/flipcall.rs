@@ -3,7 +3,7 @@
 
 #![cfg(not(model))]
 
-mod common;
+use futexkit_support::blocked;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
@@ -205,10 +205,10 @@ fn shut_down_while_blocked<T: Send + 'static>(
 ) {
     let (tid_tx, tid_rx) = mpsc::channel();
     let thread = thread::spawn(move || {
-        tid_tx.send(common::gettid()).unwrap();
+        tid_tx.send(blocked::gettid()).unwrap();
         blocked().map(drop)
     });
-    common::wait_until_blocked(tid_rx.recv().unwrap());
+    blocked::wait_until_blocked(tid_rx.recv().unwrap());
     stop.shutdown();
     assert!(matches!(thread.join().unwrap(), Err(Error::Shutdown)));
     assert!(stop.is_shutdown());
@@ -256,11 +256,11 @@ fn shutdown_during_a_clients_call() {
     client.connect().unwrap();
     let (tid_tx, tid_rx) = mpsc::channel();
     let caller = thread::spawn(move || {
-        tid_tx.send(common::gettid()).unwrap();
+        tid_tx.send(blocked::gettid()).unwrap();
         client.send_recv(1)
     });
     got_call_rx.recv().unwrap();
-    common::wait_until_blocked(tid_rx.recv().unwrap());
+    blocked::wait_until_blocked(tid_rx.recv().unwrap());
     stop.shutdown();
     assert!(matches!(caller.join().unwrap(), Err(Error::Shutdown)));
     let mut server = server.join().unwrap();
@@ -278,19 +278,19 @@ fn shutdown_during_a_servers_call() {
     };
     let (tid_tx, tid_rx) = mpsc::channel();
     let thread = thread::spawn(move || {
-        tid_tx.send(common::gettid()).unwrap();
+        tid_tx.send(blocked::gettid()).unwrap();
         blocked()
     });
     let tid = tid_rx.recv().unwrap();
     client.connect_timeout(HANG).unwrap();
     client.send_last(0).unwrap(); // the first call, no waiting for its answer
-    common::wait_until_blocked(tid);
+    blocked::wait_until_blocked(tid);
     // Now the server sleeps in send_recv or still in recv_first: wait until it answered.
     let deadline = Instant::now() + HANG;
     while client.recv_timeout(Duration::from_millis(1)).is_err() {
         assert!(Instant::now() < deadline, "server never answered");
     }
-    common::wait_until_blocked(tid);
+    blocked::wait_until_blocked(tid);
     stop.shutdown();
     assert!(matches!(thread.join().unwrap(), Err(Error::Shutdown)));
     assert!(matches!(client.send_recv(0), Err(Error::Shutdown)));
@@ -434,10 +434,10 @@ fn a_lying_peer_gets_protocol_errors() {
     peer.write(STATE_OFFSET, 1);
     let (tx, rx) = mpsc::channel();
     let waiter = thread::spawn(move || {
-        tx.send(common::gettid()).unwrap();
+        tx.send(blocked::gettid()).unwrap();
         client.send_recv(0)
     });
-    common::wait_until_blocked(rx.recv().unwrap());
+    blocked::wait_until_blocked(rx.recv().unwrap());
     peer.write(STATE_OFFSET, 3 | 4);
     wake(&peer);
     assert!(matches!(
@@ -619,10 +619,10 @@ fn sigkill_of_the_server_mid_call_gives_peer_died() {
     client.connect_timeout(HANG).unwrap();
     let (tx, rx) = mpsc::channel();
     let caller = thread::spawn(move || {
-        tx.send(common::gettid()).unwrap();
+        tx.send(blocked::gettid()).unwrap();
         client.send_recv_timeout(1, HANG)
     });
-    common::wait_until_blocked(rx.recv().unwrap());
+    blocked::wait_until_blocked(rx.recv().unwrap());
     child.kill().unwrap();
     assert!(matches!(caller.join().unwrap(), Err(Error::PeerDied)));
     child.wait().unwrap();

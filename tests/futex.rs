@@ -2,13 +2,13 @@
 //! errors. No test asserts on timing; waiters are known to be asleep by reading /proc.
 #![cfg(not(model))]
 
-mod common;
+use futexkit_support::blocked;
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{gettid, spawn_blocked};
+use blocked::{gettid, spawn_blocked};
 use futex2::NumaFutex;
 use futexkit::futex::{
     futex2, pi_bits, Capability, Deadline, Error, Futex, Private, ScopeKind, Shared, WakeOp,

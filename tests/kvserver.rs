@@ -4,10 +4,8 @@
 //! clients keep being served, and a shutdown that joins every thread it started.
 #![cfg(not(model))]
 
-#[path = "../examples/kvload/load.rs"]
-mod load;
-#[path = "../examples/kvserver/server.rs"]
-mod server;
+use futexkit_support::kv::load;
+use futexkit_support::kv::server;
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpStream};

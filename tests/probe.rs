@@ -1,7 +1,7 @@
 //! Probing: consistent with this kernel, stable across runs, and overridable.
 #![cfg(not(model))]
 
-mod common;
+use futexkit_support::blocked;
 
 use std::sync::atomic::Ordering;
 
@@ -11,7 +11,7 @@ use futexkit::Capability;
 #[test]
 fn results_are_consistent_with_the_kernel_version() {
     let caps = futexkit::capabilities();
-    let version = common::kernel_version();
+    let version = blocked::kernel_version();
     assert!(caps.usable_cpus() >= 1);
     let detected = |c| caps.detection(c).detected;
     // op 13 is either LOCK_PI2 or SWAP, never both.

@@ -1,13 +1,13 @@
 //! swap and Parker: wake exactly one, wait correctly, time out, and never lose or double a turn.
 #![cfg(not(model))]
 
-mod common;
+use futexkit_support::blocked;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::spawn_blocked;
+use blocked::spawn_blocked;
 use futexkit::futex::{Deadline, Error, Futex};
 use futexkit::swap::{self, Parker, SwapMode};
 
@@ -200,7 +200,7 @@ fn wait_on_owner_returns_when_the_owner_lets_go_and_times_out_otherwise() {
     use std::sync::Arc;
 
     let spinner = Spinner::new();
-    let owner_tid = common::gettid();
+    let owner_tid = blocked::gettid();
     // Not holding the TID: returns at once.
     let free = Futex::new(0);
     assert_eq!(wait_on_owner(&free, owner_tid, &spinner, None), Ok(()));
@@ -217,14 +217,14 @@ fn wait_on_owner_returns_when_the_owner_lets_go_and_times_out_otherwise() {
     let waiter = {
         let word = Arc::clone(&word);
         std::thread::spawn(move || {
-            tid_tx.send(common::gettid()).unwrap();
+            tid_tx.send(blocked::gettid()).unwrap();
             let spinner = Spinner::new();
             while word.load(Ordering::Acquire) == owner_tid {
                 wait_on_owner(&*word, owner_tid, &spinner, None).unwrap();
             }
         })
     };
-    common::wait_until_blocked(tid_rx.recv().unwrap());
+    blocked::wait_until_blocked(tid_rx.recv().unwrap());
     word.store(0, Ordering::Release);
     word.wake(1).unwrap();
     waiter.join().unwrap();

@@ -6,7 +6,7 @@
 //! A timed wait's outcome is the checker's choice (the emulated futex explores both a timeout
 //! and a wake), so scenarios give timed calls [`FAR`] as their timeout: a deadline read from
 //! the real clock must not pass during a run, or the run would depend on time.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 #[cfg(loom)]
 pub use loom::{sync::atomic, sync::Arc, thread};

@@ -1,16 +1,13 @@
 //! Condvar workloads shared by `benches/condvar.rs` and `examples/condvar.rs`: futexkit's
 //! Mutex + Condvar, std's and parking_lot's, through one small adapter (`locks.rs`) so every
 //! workload is written once.
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "locks.rs"]
-mod locks;
-pub use locks::{Futexkit, Locks as Backend, ParkingLot, Std};
+pub use crate::locks::{Futexkit, Locks as Backend, ParkingLot, Std};
 
 /// Producer/consumer ping-pong: two threads pass a turn through one Mutex + Condvar. Returns
 /// the total time of `rounds` round trips.

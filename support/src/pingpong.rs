@@ -1,6 +1,5 @@
 //! Ping-pong mechanisms shared by `benches/pingpong.rs` and `examples/pingpong.rs`: two threads
 //! hand a turn back and forth; one round trip is side 0 passing the turn and getting it back.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

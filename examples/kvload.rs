@@ -7,7 +7,7 @@
 //!
 //! Refuses any address that is not loopback. Exits with status 1 if a reply was wrong.
 
-mod load;
+use futexkit_support::kv::load;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! A small multi-threaded TCP key-value server on loopback, shared by `examples/kvserver`,
 //! `examples/kvcompare` and `tests/kvserver.rs`. It runs on std's, futexkit's or parking_lot's
-//! `Mutex` + `Condvar`, chosen at start-up; `sync.rs` is the only file that names them.
+//! `Mutex` + `Condvar`, chosen at start-up; [`crate::locks`] is the only file that names them.
 //!
 //! Protocol, one request per line (`\n`, an optional `\r` before it is ignored):
 //!
@@ -21,10 +21,6 @@
 //! a fixed pool of workers that pop jobs, run them against a store of [`SHARDS`]
 //! `Mutex<HashMap>`s and put the reply in the slot. [`Server::shutdown`] stops the accept loop,
 //! shuts every open connection down, and joins every thread it ever started.
-#![allow(dead_code)]
-
-#[path = "sync.rs"]
-pub mod sync;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -35,8 +31,8 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-pub use sync::Backend;
-use sync::Locks;
+pub use crate::locks::Backend;
+use crate::locks::Locks;
 
 /// The longest request line accepted, not counting its `\n`.
 pub const MAX_LINE: usize = 4096;
@@ -159,11 +155,13 @@ impl Server {
         let threads = Arc::new(ThreadCount::default());
         let workers = workers.max(1);
         let running: Box<dyn Running> = match backend {
-            Backend::Std => Box::new(Started::<sync::Std>::start(listener, workers, &threads)?),
-            Backend::Futexkit => Box::new(Started::<sync::Futexkit>::start(
+            Backend::Std => Box::new(Started::<crate::locks::Std>::start(
                 listener, workers, &threads,
             )?),
-            Backend::ParkingLot => Box::new(Started::<sync::ParkingLot>::start(
+            Backend::Futexkit => Box::new(Started::<crate::locks::Futexkit>::start(
+                listener, workers, &threads,
+            )?),
+            Backend::ParkingLot => Box::new(Started::<crate::locks::ParkingLot>::start(
                 listener, workers, &threads,
             )?),
         };

@@ -1,4 +1,5 @@
-// `wait_until_blocked`, on its own so that the crate's unit tests can `include!` it too.
+//! For tests that must act on a thread only once it sleeps: [`wait_until_blocked`],
+//! [`spawn_blocked`], and the kernel facts they check against.
 
 use std::time::{Duration, Instant};
 
@@ -32,4 +33,34 @@ pub fn wait_until_blocked(tid: u32) {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
+/// Spawns a thread that reports its tid, then runs `f`; returns the handle once the thread is
+/// asleep in a futex call (see [`wait_until_blocked`]).
+pub fn spawn_blocked<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        f()
+    });
+    let tid = rx.recv().unwrap();
+    wait_until_blocked(tid);
+    handle
+}
+
+/// Kernel version `(major, minor)` from `uname -r`.
+pub fn kernel_version() -> (u32, u32) {
+    let release = futexkit::capabilities().kernel_release().to_owned();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }

@@ -6,7 +6,7 @@
 //! Serves until Enter (or end of input) on stdin, or for N seconds with `--seconds`, then
 //! shuts down cleanly and says how many threads it joined. Loopback addresses only.
 
-mod server;
+use futexkit_support::kv::server;
 
 use std::time::Duration;
 

@@ -5,7 +5,6 @@
 //! lost or wrong value is counted, not just timed. Latency goes into an `hdrhistogram`.
 //!
 //! It only ever connects to loopback: [`loopback_addr`] and [`run`] refuse anything else.
-#![allow(dead_code)]
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -13,7 +12,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
+pub use hdrhistogram::Histogram;
 
 /// The longest reply line read (the server's values are shorter than its 4096-byte lines).
 const MAX_REPLY: u64 = 8192;

@@ -1,6 +1,5 @@
 //! Contended-counter workloads shared by `benches/mutex.rs` and `examples/contention.rs`:
 //! futexkit's Mutex, std's and parking_lot's in the same run.
-#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

@@ -4,7 +4,6 @@
 //!
 //! Every round trip copies the payload in on the client, out and back in on the server, and out
 //! on the client, for both mechanisms alike, so they differ only in how the turn moves.
-#![allow(dead_code)]
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -1,11 +1,54 @@
 //! One Mutex + Condvar family per lock library (futexkit, std, parking_lot) behind one small
-//! trait, so a workload is written once and run on each. Shared by the condvar benches and
-//! examples (`benches/common/condvar.rs`) and the key-value server (`examples/kvserver/`).
+//! trait, so a workload is written once and run on each: the condvar workloads
+//! ([`crate::condvar`]) and the key-value server ([`crate::kv`]), which picks one at run time
+//! ([`Backend`]).
 //!
 //! futexkit is a drop-in for `std::sync`, so one macro body serves both: the two impls differ
 //! only in the path the types come from, which is the one-line change a user makes. parking_lot
 //! has no poisoning and a different `wait_while`, so it gets its own short impl.
-#![allow(dead_code)]
+use std::fmt;
+use std::str::FromStr;
+
+/// A lock library chosen at run time (the key-value server's `--backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `std::sync::{Mutex, Condvar}`.
+    Std,
+    /// `futexkit::{Mutex, Condvar}`.
+    Futexkit,
+    /// `parking_lot::{Mutex, Condvar}`.
+    ParkingLot,
+}
+
+impl Backend {
+    /// Every backend, in the order tables print them.
+    pub const ALL: [Backend; 3] = [Backend::Futexkit, Backend::Std, Backend::ParkingLot];
+
+    /// The name the `--backend` flag takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Std => "std",
+            Backend::Futexkit => "futexkit",
+            Backend::ParkingLot => "parking_lot",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| format!("unknown backend {s:?} (expected std, futexkit or parking_lot)"))
+    }
+}
 
 /// A Mutex + Condvar family.
 pub trait Locks: Send + Sync + 'static {

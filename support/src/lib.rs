@@ -1,0 +1,22 @@
+//! Code that futexkit's tests, benches and examples share (not published): the workloads the
+//! benches and `docs/benchmarks.md` measure, each written once over futexkit, std and
+//! parking_lot; the key-value server and its load generator; helpers for tests.
+//!
+//! Empty under a model checker (`--cfg loom` or `--cfg shuttle`): futexkit is then built on the
+//! checker's emulated futex, without its syscall-only parts, and the model tests use none of
+//! this.
+
+#[cfg(not(any(loom, shuttle)))]
+pub mod blocked;
+#[cfg(not(any(loom, shuttle)))]
+pub mod condvar;
+#[cfg(not(any(loom, shuttle)))]
+pub mod contention;
+#[cfg(not(any(loom, shuttle)))]
+pub mod flipcall;
+#[cfg(not(any(loom, shuttle)))]
+pub mod kv;
+#[cfg(not(any(loom, shuttle)))]
+pub mod locks;
+#[cfg(not(any(loom, shuttle)))]
+pub mod pingpong;
