@@ -46,6 +46,7 @@
 // Under a model checker the futex calls are emulated, leaving the syscall layer unused.
 #![cfg_attr(model, allow(dead_code))]
 
+pub mod barrier;
 pub mod condvar;
 mod fairness;
 pub mod flipcall;
@@ -53,12 +54,18 @@ pub mod futex;
 #[cfg(model)]
 mod model;
 pub mod mutex;
+pub mod rwlock;
+#[cfg(all(feature = "serde", not(model)))]
+mod serde;
 pub mod spin;
 pub mod swap;
+pub mod sync;
 
+pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use futex::{capabilities, Capabilities, Capability};
 pub use mutex::{Mutex, MutexGuard, RawMutex};
+pub use rwlock::{RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// std's own result and error types, so `use futexkit as sync;` compiles code written for std.
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 

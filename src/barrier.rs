@@ -1,0 +1,140 @@
+//! A barrier with `std::sync::Barrier`'s API, on one futex word instead of std's Mutex and
+//! Condvar.
+//!
+//! ## State
+//!
+//! | field      | bits | meaning | changed by |
+//! |------------|------|---------|------------|
+//! | arrived    | 0-30 | threads that have called `wait` in this generation | each arrival adds 1; the last one sets it back to 0 |
+//! | generation | 31   | flips when a generation completes | the last arrival (the leader) |
+//!
+//! Beside the word, `parties`: how many threads make a generation.
+//!
+//! ## Protocol
+//!
+//! * **wait**: add 1 (one atomic add; its result says who arrived last). The last of `parties`
+//!   arrivals is the leader: it stores the next generation with no arrivals, then wakes every
+//!   sleeper, by address (a released thread may free the barrier by then). Every other arrival
+//!   sleeps on the word until the generation bit differs from the one it arrived in.
+//! * One bit of generation is enough: a generation cannot complete without every thread of the
+//!   one before it having left `wait`'s arrival, so a sleeper never sees its own generation
+//!   come round again. A barrier of 0 or 1 parties releases every caller at once, each as
+//!   leader, as std's does.
+//! * A waiter spins briefly before it sleeps only when all parties can run at once (no more
+//!   parties than usable CPUs): then the last arrival is likely moments away.
+
+use core::fmt;
+
+use crate::atomic::Ordering;
+use crate::futex::Futex;
+use crate::spin::SpinWait;
+
+const ARRIVED: u32 = (1 << 31) - 1;
+const GENERATION: u32 = 1 << 31;
+
+/// A barrier: `parties` threads wait for each other, then all continue, and it is ready for the
+/// next round. `std::sync::Barrier`'s API and behaviour; one futex word (plus the party count)
+/// where std's is a Mutex and a Condvar.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::thread;
+/// use futexkit::sync::Barrier;
+///
+/// let barrier = Arc::new(Barrier::new(4));
+/// let handles: Vec<_> = (0..4)
+///     .map(|_| {
+///         let barrier = Arc::clone(&barrier);
+///         thread::spawn(move || barrier.wait().is_leader())
+///     })
+///     .collect();
+/// let leaders = handles.into_iter().map(|h| h.join().unwrap());
+/// assert_eq!(leaders.filter(|&leader| leader).count(), 1);
+/// ```
+pub struct Barrier {
+    state: Futex,
+    parties: usize,
+}
+
+/// What [`Barrier::wait`] returns: whether this thread was the round's leader (as std's).
+pub struct BarrierWaitResult(bool);
+
+impl BarrierWaitResult {
+    /// True for exactly one thread per round (the last to arrive).
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.0
+    }
+}
+
+impl fmt::Debug for BarrierWaitResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BarrierWaitResult")
+            .field("is_leader", &self.is_leader())
+            .finish()
+    }
+}
+
+impl fmt::Debug for Barrier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Barrier").finish_non_exhaustive()
+    }
+}
+
+impl Barrier {
+    /// A barrier that releases its waiters each time `parties` of them have called
+    /// [`wait`](Barrier::wait). With 0 or 1 parties, `wait` returns at once.
+    ///
+    /// More than 2^31 - 1 parties cannot be waited for (no system runs that many threads):
+    /// such a barrier never releases, as it could not in std either.
+    #[cfg(not(model))]
+    #[must_use]
+    pub const fn new(parties: usize) -> Barrier {
+        Barrier {
+            state: Futex::new(0),
+            parties,
+        }
+    }
+
+    /// A barrier of `parties` (not `const` under a model checker).
+    #[cfg(model)]
+    #[must_use]
+    pub fn new(parties: usize) -> Barrier {
+        Barrier {
+            state: Futex::new(0),
+            parties,
+        }
+    }
+
+    /// Blocks until `parties` threads have called `wait` in this round, then returns in all of
+    /// them; exactly one is told it is the leader.
+    pub fn wait(&self) -> BarrierWaitResult {
+        if self.parties <= 1 {
+            return BarrierWaitResult(true);
+        }
+        let before = self.state.fetch_add(1, Ordering::AcqRel);
+        let generation = before & GENERATION;
+        let arrived = (before & ARRIVED) as usize + 1;
+        if arrived == self.parties {
+            // The leader: every other arrival of this generation is in `wait`, so nobody else
+            // writes the word until it is released.
+            self.state
+                .store((generation ^ GENERATION) & !ARRIVED, Ordering::Release);
+            let _ = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32);
+            return BarrierWaitResult(true);
+        }
+        let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
+        if self.parties <= crate::futex::capabilities().usable_cpus() {
+            let mut spin = SpinWait::new();
+            while !released() && spin.spin() {}
+        }
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            if state & GENERATION != generation {
+                return BarrierWaitResult(false);
+            }
+            // Woken, spuriously, or the word changed (another arrival): look again.
+            let _ = self.state.wait(state, None);
+        }
+    }
+}

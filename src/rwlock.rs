@@ -1,0 +1,1072 @@
+//! A reader-writer lock with `std::sync::RwLock`'s API, on one futex word, in which neither
+//! writers nor readers starve.
+//!
+//! ## State
+//!
+//! [`RawRwLock`] is one 32-bit futex word:
+//!
+//! | field             | bits | meaning | set by | cleared by |
+//! |-------------------|------|---------|--------|------------|
+//! | `WRITERS_WAITING` | 0    | writers sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and woke no writer; a timed writer giving up (which wakes every sleeper with it) |
+//! | `READERS_WAITING` | 1    | readers sleep on the word, or are about to | a reader about to sleep | an unlock or downgrade that wakes every reader |
+//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock or downgrade that woke readers while writers wait | the read unlock that leaves no reader |
+//! | count             | 3-31 | readers holding the lock; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
+//!
+//! Readers and writers sleep on the same word with different futex bitsets, so a wake reaches
+//! one kind only; untimed and timed readers have bitsets of their own too.
+//!
+//! Invariants:
+//!
+//! 1. **No lost wakeup.** A waiter sleeps only on the exact value it saw, with its waiting bit
+//!    set in it. An unlock that clears `READERS_WAITING` wakes every reader. A writer that took
+//!    the lock after sleeping holds it with `WRITERS_WAITING` set, since others may sleep
+//!    still, so that its own unlock looks for the next.
+//! 2. **No bit outlives its waiters where it blocks others.** A stale `READERS_WAITING` costs a
+//!    spurious wake, nothing more. `WRITERS_WAITING` keeps readers out, so a timed writer that
+//!    gives up clears it and wakes every sleeper in one `FUTEX_WAKE_OP`, atomically with
+//!    respect to threads going to sleep: the writers still waiting set it again. Untimed
+//!    writers never give up.
+//! 3. **Writers do not starve, and a hand-over always has a taker.** While `WRITERS_WAITING`
+//!    is set, readers take the lock only in a read phase, which admits only readers that were
+//!    asleep when it opened. The unlock that leaves the lock free (the last reader out, or a
+//!    writer with only writers to hand to) wakes one writer *while it still holds the lock*,
+//!    and keeps `WRITERS_WAITING` set only if it woke one: no reader slips in while that writer
+//!    wakes, and it never gives up untried (a timed one gives up only through invariant 2).
+//!    If it woke none, it clears both waiting bits and wakes the readers. Either way it wakes
+//!    once more after its release, by address, in case the woken writer looked too early and
+//!    slept again.
+//! 4. **Readers do not starve.** A write unlock that finds readers and writers waiting opens a
+//!    read phase rather than handing to the next writer, and no writer takes the lock in a read
+//!    phase; so a waiting reader gets the lock after at most the writer holding it. The unlock
+//!    wakes the untimed readers *before* it opens the phase, while it still holds the lock, and
+//!    opens it only if it woke one: that reader never gives up, so it takes the lock in the
+//!    phase, and its unlock, or another reader's, closes the phase. (If it looked before the
+//!    phase opened and slept again, the unlock's second wake or the changed word sends it
+//!    back.)
+//! 5. **After its release, an unlock touches the word only by address**: another thread may
+//!    take the lock and free it by then, and a futex wake only hashes the address.
+//!
+//! ## Transitions
+//!
+//! * **read**: one CAS adds a reader if the count has room and no writer waits (or a read
+//!   phase is open and this reader was woken from a sleep). Else spin ([`SpinWait`]) while a
+//!   writer holds the lock and nobody waits; then set `READERS_WAITING` and sleep.
+//! * **write**: one CAS from 0 to `WRITE_LOCKED`. Else take it once no reader holds it and no
+//!   read phase is open; spin while nobody waits; then set `WRITERS_WAITING` and sleep.
+//! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
+//!   the last reader out closes the phase and hands to a writer (invariant 3).
+//! * **write unlock**: one CAS to 0, unless threads wait: open a read phase (invariant 4) if
+//!   readers and writers wait; else hand to a writer (invariant 3) if one waits; else wake
+//!   every reader.
+//! * **downgrade**: the writer becomes a reader and wakes the waiting readers, in a read phase
+//!   if writers wait (this reader's unlock closes it at the latest).
+//!
+//! Policy lives apart: how long to spin in [`crate::spin`]. Under a model checker the same code
+//! runs on the emulated futex.
+
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::AtomicBool;
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::time::{Duration, Instant};
+
+use crate::atomic::Ordering;
+use crate::futex::{Deadline, Error, Futex, WakeOpKind};
+use crate::spin::SpinWait;
+
+const WRITERS_WAITING: u32 = 1 << 0;
+const READERS_WAITING: u32 = 1 << 1;
+const READ_PHASE: u32 = 1 << 2;
+/// One reader in the count (bits 3-31).
+const READER: u32 = 1 << 3;
+const WRITE_LOCKED: u32 = !(READER - 1);
+/// The most readers at once: one fewer than `WRITE_LOCKED` counts.
+const MAX_READERS: u32 = (WRITE_LOCKED >> 3) - 1;
+
+/// Futex bitsets: who sleeps with which, so that a wake reaches one kind only.
+const UNTIMED_READER: u32 = 0b001;
+const TIMED_READER: u32 = 0b010;
+const ANY_READER: u32 = UNTIMED_READER | TIMED_READER;
+const WRITER: u32 = 0b100;
+
+/// Readers holding the lock (`MAX_READERS + 1` while a writer holds it).
+fn readers(state: u32) -> u32 {
+    state >> 3
+}
+
+fn is_write_locked(state: u32) -> bool {
+    state & WRITE_LOCKED == WRITE_LOCKED
+}
+
+/// Whether a reader may take the lock now; `woken`: it was woken from a sleep in this attempt.
+fn read_lockable(state: u32, woken: bool) -> bool {
+    readers(state) < MAX_READERS
+        && (state & WRITERS_WAITING == 0 || (woken && state & READ_PHASE != 0))
+}
+
+fn write_lockable(state: u32) -> bool {
+    readers(state) == 0 && state & READ_PHASE == 0
+}
+
+/// The lock without the data: one 32-bit futex word (the [module documentation](self) has its
+/// states). [`RwLock`] is this plus a poison flag and the data; with the `lock_api` feature it
+/// implements `lock_api::RawRwLock`, `RawRwLockDowngrade` and `RawRwLockTimed`.
+///
+/// ```
+/// use futexkit::sync::RawRwLock;
+///
+/// let raw = RawRwLock::new();
+/// raw.read();
+/// raw.read();
+/// assert!(!raw.try_write());
+/// // SAFETY: this thread holds two read locks.
+/// unsafe { raw.read_unlock() };
+/// // SAFETY: as above.
+/// unsafe { raw.read_unlock() };
+/// assert!(raw.try_write());
+/// // SAFETY: taken just above.
+/// unsafe { raw.write_unlock() };
+/// ```
+#[derive(Default)]
+pub struct RawRwLock {
+    state: Futex,
+}
+
+impl fmt::Debug for RawRwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.load(Ordering::Relaxed);
+        f.debug_struct("RawRwLock")
+            .field("write_locked", &is_write_locked(state))
+            .field(
+                "readers",
+                &if is_write_locked(state) {
+                    0
+                } else {
+                    readers(state)
+                },
+            )
+            .finish()
+    }
+}
+
+impl RawRwLock {
+    /// An unlocked lock.
+    #[cfg(not(model))]
+    pub const fn new() -> RawRwLock {
+        RawRwLock {
+            state: Futex::new(0),
+        }
+    }
+
+    /// An unlocked lock (not `const` under a model checker).
+    #[cfg(model)]
+    pub fn new() -> RawRwLock {
+        RawRwLock {
+            state: Futex::new(0),
+        }
+    }
+
+    /// Blocks until this thread holds a read lock.
+    ///
+    /// # Panics
+    ///
+    /// If the lock already has the most readers it can count (2^29 - 1).
+    #[inline]
+    pub fn read(&self) {
+        if !self.try_read() {
+            self.read_contended(None);
+        }
+    }
+
+    /// Takes a read lock if one can be had now (no writer holds or waits); returns whether it
+    /// did.
+    #[inline]
+    pub fn try_read(&self) -> bool {
+        let state = self.state.load(Ordering::Relaxed);
+        read_lockable(state, false)
+            && self
+                .state
+                .compare_exchange_weak(state, state + READER, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Blocks until this thread holds a read lock or `deadline` passes; returns whether it
+    /// does.
+    pub fn try_read_until(&self, deadline: Instant) -> bool {
+        self.try_read() || self.read_contended(Some(Deadline::at(deadline)))
+    }
+
+    /// Blocks until this thread holds a read lock or `timeout` passes; returns whether it does.
+    pub fn try_read_for(&self, timeout: Duration) -> bool {
+        self.try_read() || self.read_contended(Some(Deadline::after(timeout)))
+    }
+
+    /// Blocks until this thread holds the write lock.
+    #[inline]
+    pub fn write(&self) {
+        if !self.try_write() {
+            self.write_contended(None);
+        }
+    }
+
+    /// Takes the write lock if no thread holds it now (and no read phase is open); returns
+    /// whether it did.
+    #[inline]
+    pub fn try_write(&self) -> bool {
+        self.state
+            .compare_exchange(0, WRITE_LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            || self.try_write_with_bits()
+    }
+
+    /// `try_write` when the word is not 0: free perhaps, with waiting bits set.
+    #[cold]
+    fn try_write_with_bits(&self) -> bool {
+        let state = self.state.load(Ordering::Relaxed);
+        write_lockable(state)
+            && self
+                .state
+                .compare_exchange(
+                    state,
+                    state | WRITE_LOCKED,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+
+    /// Blocks until this thread holds the write lock or `deadline` passes; returns whether it
+    /// does.
+    pub fn try_write_until(&self, deadline: Instant) -> bool {
+        self.try_write() || self.write_contended(Some(Deadline::at(deadline)))
+    }
+
+    /// Blocks until this thread holds the write lock or `timeout` passes; returns whether it
+    /// does.
+    pub fn try_write_for(&self, timeout: Duration) -> bool {
+        self.try_write() || self.write_contended(Some(Deadline::after(timeout)))
+    }
+
+    /// Releases a read lock.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold a read lock (taken with `read` or a successful
+    /// `try_read*`, or by [`downgrade`](RawRwLock::downgrade)).
+    #[inline]
+    pub unsafe fn read_unlock(&self) {
+        // No read phase can open while this thread holds a read lock (only a writer's unlock
+        // or downgrade opens one), so if none is open now, none is when the subtraction lands.
+        if self.state.load(Ordering::Relaxed) & (READ_PHASE | WRITERS_WAITING) == 0 {
+            let before = self.state.fetch_sub(READER, Ordering::Release);
+            if readers(before) == 1 && before & WRITERS_WAITING != 0 {
+                // A writer began to wait meanwhile and this was the last reader. That writer
+                // saw a reader and is asleep (this wakes it) or about to sleep on a word that
+                // has changed (it looks again and takes the lock). By address (invariant 5).
+                let _ = Futex::wake_bitset_at(self.state.as_ptr(), 1, WRITER);
+            }
+            return;
+        }
+        self.read_unlock_slow();
+    }
+
+    /// A read unlock with a read phase to close or writers to hand to, if it is the last.
+    #[cold]
+    fn read_unlock_slow(&self) {
+        let mut state = self.state.load(Ordering::Relaxed);
+        let mut woke_writer = false;
+        loop {
+            let last = readers(state) == 1;
+            // The last reader, with writers waiting: wake one while still holding the read
+            // lock, and keep WRITERS_WAITING for it only if there was one (invariant 3).
+            // Decided for the word this attempt would replace, as other readers may leave in
+            // between.
+            if last && !woke_writer && state & WRITERS_WAITING != 0 {
+                woke_writer = self.state.wake_bitset(1, WRITER) == Ok(1);
+            }
+            // A woken writer that was timed may have given up since, clearing the bit (and
+            // waking everyone): then there is nobody to hand to.
+            let handing = woke_writer && state & WRITERS_WAITING != 0;
+            let next = if !last {
+                state - READER
+            } else if handing {
+                (state - READER) & !READ_PHASE
+            } else {
+                0
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) if last => return self.wake_after_release(handing, state),
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// The wakes after a release that left the lock free, from `before` (the word just before
+    /// the release), by address only (invariant 5): a writer if writers waited (the one woken
+    /// before the release, once more, as it may have looked too early and slept again; or one
+    /// that began to sleep after this thread looked), and, unless the lock went to that
+    /// writer, every reader if readers waited.
+    fn wake_after_release(&self, handed_to_writer: bool, before: u32) {
+        let addr = self.state.as_ptr();
+        if before & WRITERS_WAITING != 0 {
+            let _ = Futex::wake_bitset_at(addr, 1, WRITER);
+        }
+        if !handed_to_writer && before & READERS_WAITING != 0 {
+            let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, ANY_READER);
+        }
+    }
+
+    /// Releases the write lock.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the write lock (taken with `write` or a successful
+    /// `try_write*`).
+    #[inline]
+    pub unsafe fn write_unlock(&self) {
+        if self
+            .state
+            .compare_exchange(WRITE_LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.write_unlock_contended();
+        }
+    }
+
+    /// The slow path of a write unlock: threads wait. Hands to readers (a read phase) if
+    /// both kinds wait, else to a writer if one does, else wakes every reader; a hand-over is
+    /// made only to a thread woken while this one still held the lock (invariants 3 and 4).
+    #[cold]
+    fn write_unlock_contended(&self) {
+        let both = READERS_WAITING | WRITERS_WAITING;
+        let mut state = self.state.load(Ordering::Relaxed);
+        let to_readers = state & both == both
+            && self
+                .state
+                .wake_bitset(i32::MAX as u32, UNTIMED_READER)
+                .is_ok_and(|woken| woken > 0);
+        let mut woke_writer = false;
+        // Waiters set bits meanwhile, and a timed writer giving up may clear WRITERS_WAITING
+        // (waking everyone): each attempt builds on the word as it is.
+        let handing = loop {
+            if !to_readers && !woke_writer && state & WRITERS_WAITING != 0 {
+                woke_writer = self.state.wake_bitset(1, WRITER) == Ok(1);
+            }
+            let handing = woke_writer && state & WRITERS_WAITING != 0;
+            let next = if to_readers {
+                (state & WRITERS_WAITING) | READ_PHASE
+            } else if handing {
+                // The woken writer takes it; waiting readers keep their bit for later.
+                state & both
+            } else {
+                0
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break handing,
+                Err(now) => state = now,
+            }
+        };
+        if to_readers {
+            // The readers woken may have looked too early and slept again; timed readers join
+            // now too. By address only (invariant 5).
+            let _ = Futex::wake_bitset_at(self.state.as_ptr(), i32::MAX as u32, ANY_READER);
+        } else {
+            self.wake_after_release(handing, state);
+        }
+    }
+
+    /// Turns this thread's write lock into a read lock, atomically: no writer can take the
+    /// lock in between. Waiting readers are woken to share it (in a read phase if writers
+    /// wait).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the write lock; afterwards it holds a read lock.
+    pub unsafe fn downgrade(&self) {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            let mut next = (state & WRITERS_WAITING) | READER;
+            if state & READERS_WAITING != 0 && state & WRITERS_WAITING != 0 {
+                next |= READ_PHASE;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
+        if state & READERS_WAITING != 0 {
+            // This thread holds a read lock: the word is alive.
+            let _ = self.state.wake_bitset(i32::MAX as u32, ANY_READER);
+        }
+    }
+
+    /// Whether any thread holds the lock now (a snapshot).
+    pub fn is_locked(&self) -> bool {
+        readers(self.state.load(Ordering::Relaxed)) != 0
+    }
+
+    /// Whether a writer holds the lock now (a snapshot).
+    pub fn is_locked_exclusive(&self) -> bool {
+        is_write_locked(self.state.load(Ordering::Relaxed))
+    }
+
+    #[cold]
+    fn read_contended(&self, deadline: Option<Deadline>) -> bool {
+        let bitset = if deadline.is_some() {
+            TIMED_READER
+        } else {
+            UNTIMED_READER
+        };
+        let mut woken = false;
+        let mut spin = SpinWait::new();
+        loop {
+            let state = self.state.load(Ordering::Relaxed);
+            if read_lockable(state, woken) {
+                if self
+                    .state
+                    .compare_exchange_weak(
+                        state,
+                        state + READER,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            assert!(
+                readers(state) != MAX_READERS,
+                "too many read locks on a RwLock"
+            );
+            // Spin while a writer holds the lock and nobody sleeps yet.
+            if state & (READERS_WAITING | WRITERS_WAITING) == 0 && spin.spin() {
+                continue;
+            }
+            if state & READERS_WAITING == 0
+                && self
+                    .state
+                    .compare_exchange(
+                        state,
+                        state | READERS_WAITING,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
+            match self
+                .state
+                .wait_bitset(state | READERS_WAITING, bitset, deadline)
+            {
+                Err(Error::TimedOut) => return false,
+                Ok(()) => woken = true,
+                Err(_) => {}
+            }
+            spin = SpinWait::new();
+        }
+    }
+
+    #[cold]
+    fn write_contended(&self, deadline: Option<Deadline>) -> bool {
+        let mut marked = false;
+        let taken = self.write_waiting(deadline, &mut marked);
+        if !taken && marked {
+            // Invariant 2: a timed writer leaving clears WRITERS_WAITING, which keeps readers
+            // out, and wakes every sleeper with the same atomic step; writers still waiting set
+            // it again. (This thread is still in a call on the lock: the word is alive.)
+            let _ =
+                self.state
+                    .update_and_wake(WakeOpKind::AndNot, WRITERS_WAITING, i32::MAX as u32);
+        }
+        taken
+    }
+
+    /// The waiting of a contended write lock; returns whether the lock was taken (false only
+    /// at the deadline). `marked`: this thread set `WRITERS_WAITING` or slept.
+    fn write_waiting(&self, deadline: Option<Deadline>, marked: &mut bool) -> bool {
+        // After a sleep, other writers may sleep still: take the lock with WRITERS_WAITING set
+        // so that this thread's unlock wakes the next (invariant 1).
+        let mut other_writers = 0;
+        let mut spin = SpinWait::new();
+        loop {
+            let state = self.state.load(Ordering::Relaxed);
+            if write_lockable(state) {
+                if self
+                    .state
+                    .compare_exchange_weak(
+                        state,
+                        state | WRITE_LOCKED | other_writers,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            // Spin while the lock is held and nobody sleeps yet.
+            if state & (READERS_WAITING | WRITERS_WAITING | READ_PHASE) == 0 && spin.spin() {
+                continue;
+            }
+            if state & WRITERS_WAITING == 0 {
+                if self
+                    .state
+                    .compare_exchange(
+                        state,
+                        state | WRITERS_WAITING,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+                {
+                    continue;
+                }
+                *marked = true;
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
+            *marked = true;
+            if self
+                .state
+                .wait_bitset(state | WRITERS_WAITING, WRITER, deadline)
+                == Err(Error::TimedOut)
+            {
+                return false;
+            }
+            other_writers = WRITERS_WAITING;
+            spin = SpinWait::new();
+        }
+    }
+}
+
+#[cfg(all(feature = "lock_api", not(model)))]
+// SAFETY: `read`/`try_read` give shared ownership and `write`/`try_write` exclusive ownership
+// until the matching unlock (Acquire on taking, Release on releasing), which is lock_api's
+// contract.
+unsafe impl lock_api::RawRwLock for RawRwLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawRwLock = RawRwLock::new();
+    type GuardMarker = lock_api::GuardNoSend;
+
+    fn lock_shared(&self) {
+        self.read();
+    }
+
+    fn try_lock_shared(&self) -> bool {
+        self.try_read()
+    }
+
+    unsafe fn unlock_shared(&self) {
+        // SAFETY: lock_api calls this only for a read lock the caller holds.
+        unsafe { self.read_unlock() }
+    }
+
+    fn lock_exclusive(&self) {
+        self.write();
+    }
+
+    fn try_lock_exclusive(&self) -> bool {
+        self.try_write()
+    }
+
+    unsafe fn unlock_exclusive(&self) {
+        // SAFETY: lock_api calls this only for the write lock the caller holds.
+        unsafe { self.write_unlock() }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawRwLock::is_locked(self)
+    }
+
+    fn is_locked_exclusive(&self) -> bool {
+        RawRwLock::is_locked_exclusive(self)
+    }
+}
+
+#[cfg(all(feature = "lock_api", not(model)))]
+// SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
+unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
+    unsafe fn downgrade(&self) {
+        // SAFETY: lock_api calls this only for the write lock the caller holds.
+        unsafe { RawRwLock::downgrade(self) }
+    }
+}
+
+#[cfg(all(feature = "lock_api", not(model)))]
+// SAFETY: as for `lock_api::RawRwLock`; the timed variants give ownership only when they
+// return true.
+unsafe impl lock_api::RawRwLockTimed for RawRwLock {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_shared_for(&self, timeout: Duration) -> bool {
+        self.try_read_for(timeout)
+    }
+
+    fn try_lock_shared_until(&self, deadline: Instant) -> bool {
+        self.try_read_until(deadline)
+    }
+
+    fn try_lock_exclusive_for(&self, timeout: Duration) -> bool {
+        self.try_write_for(timeout)
+    }
+
+    fn try_lock_exclusive_until(&self, deadline: Instant) -> bool {
+        self.try_write_until(deadline)
+    }
+}
+
+/// A reader-writer lock: `std::sync::RwLock`'s API and behaviour, smaller than std's
+/// (8 bytes for `RwLock<()>`), plus timed variants ([`try_read_for`](RwLock::try_read_for),
+/// [`try_write_until`](RwLock::try_write_until), ...) and a
+/// [`downgrade`](RwLockWriteGuard::downgrade) that works on the oldest supported toolchain.
+///
+/// Neither side starves: a waiting writer keeps new readers out (as std's), and readers that
+/// wait while writers come one after another get the lock between two writers.
+///
+/// Poisoning works as in std: a write guard dropped while its thread panics marks the lock
+/// poisoned (a read guard does not), and later locks return the guard inside a
+/// [`PoisonError`].
+///
+/// ```
+/// use futexkit::sync::RwLock;
+///
+/// let lock = RwLock::new(5);
+/// {
+///     let r1 = lock.read().unwrap();
+///     let r2 = lock.read().unwrap();
+///     assert_eq!(*r1 + *r2, 10);
+/// }
+/// {
+///     let mut w = lock.write().unwrap();
+///     *w += 1;
+/// }
+/// assert_eq!(*lock.read().unwrap(), 6);
+/// ```
+pub struct RwLock<T: ?Sized> {
+    raw: RawRwLock,
+    poisoned: AtomicBool,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: as std: moving the lock moves `T`.
+unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
+// SAFETY: as std: readers share `&T` across threads (`T: Sync`), a writer gets `&mut T` from
+// any thread (`T: Send`).
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
+
+impl<T: ?Sized> UnwindSafe for RwLock<T> {}
+impl<T: ?Sized> RefUnwindSafe for RwLock<T> {}
+
+/// A read lock on a [`RwLock`]; dereferences to the data, unlocks on drop. `!Send`, as std's.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// let lock = futexkit::sync::RwLock::new(0);
+/// send(lock.read().unwrap());
+/// ```
+#[must_use = "if unused the RwLock will immediately unlock"]
+#[clippy::has_significant_drop]
+pub struct RwLockReadGuard<'a, T: ?Sized + 'a> {
+    lock: &'a RwLock<T>,
+    not_send: PhantomData<*const ()>,
+}
+
+// SAFETY: a shared read guard gives `&T`, fine to share when `T: Sync`.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
+
+/// The write lock on a [`RwLock`]; dereferences to the data, unlocks on drop. `!Send`, as
+/// std's.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// let lock = futexkit::sync::RwLock::new(0);
+/// send(lock.write().unwrap());
+/// ```
+#[must_use = "if unused the RwLock will immediately unlock"]
+#[clippy::has_significant_drop]
+pub struct RwLockWriteGuard<'a, T: ?Sized + 'a> {
+    lock: &'a RwLock<T>,
+    /// Whether this thread was panicking when it locked.
+    panicking: bool,
+    not_send: PhantomData<*const ()>,
+}
+
+// SAFETY: a shared write guard gives `&T`, fine to share when `T: Sync`.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
+
+impl<T> RwLock<T> {
+    /// A new unlocked lock holding `value`.
+    #[cfg(not(model))]
+    pub const fn new(value: T) -> RwLock<T> {
+        RwLock {
+            raw: RawRwLock::new(),
+            poisoned: AtomicBool::new(false),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// A new unlocked lock holding `value` (not `const` under a model checker).
+    #[cfg(model)]
+    pub fn new(value: T) -> RwLock<T> {
+        RwLock {
+            raw: RawRwLock::new(),
+            poisoned: AtomicBool::new(false),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// Consumes the lock and returns the data.
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the data if the lock is poisoned.
+    pub fn into_inner(self) -> LockResult<T> {
+        let poisoned = self.is_poisoned();
+        let data = self.data.into_inner();
+        if poisoned {
+            Err(PoisonError::new(data))
+        } else {
+            Ok(data)
+        }
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    /// Blocks until this thread holds a read lock (shared with other readers).
+    ///
+    /// A thread that already holds a read lock must not take another while a writer may be
+    /// waiting: the writer keeps new readers out, so this can deadlock (as std's may).
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the guard if a writer panicked while holding the lock.
+    ///
+    /// # Panics
+    ///
+    /// If the lock already has the most readers it can count (2^29 - 1).
+    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
+        self.raw.read();
+        self.read_guard()
+    }
+
+    /// Takes a read lock if one can be had now.
+    ///
+    /// # Errors
+    ///
+    /// [`TryLockError::WouldBlock`] if a writer holds the lock or waits for it;
+    /// [`TryLockError::Poisoned`] as for [`read`](RwLock::read).
+    pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
+        if self.raw.try_read() {
+            Ok(self.read_guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds a read lock or `timeout` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](RwLock::try_read), with `WouldBlock` meaning the time ran out.
+    pub fn try_read_for(&self, timeout: Duration) -> TryLockResult<RwLockReadGuard<'_, T>> {
+        if self.raw.try_read_for(timeout) {
+            Ok(self.read_guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds a read lock or `deadline` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read_for`](RwLock::try_read_for).
+    pub fn try_read_until(&self, deadline: Instant) -> TryLockResult<RwLockReadGuard<'_, T>> {
+        if self.raw.try_read_until(deadline) {
+            Ok(self.read_guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds the write lock.
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the guard if a writer panicked while holding the lock.
+    pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
+        self.raw.write();
+        self.write_guard()
+    }
+
+    /// Takes the write lock if it is free now.
+    ///
+    /// # Errors
+    ///
+    /// [`TryLockError::WouldBlock`] if any thread holds the lock; [`TryLockError::Poisoned`] as
+    /// for [`write`](RwLock::write).
+    pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
+        if self.raw.try_write() {
+            Ok(self.write_guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds the write lock or `timeout` has passed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use std::sync::TryLockError;
+    /// use futexkit::sync::RwLock;
+    ///
+    /// let lock = RwLock::new(0);
+    /// let reader = lock.read().unwrap();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let r = lock.try_write_for(Duration::from_millis(10));
+    ///         assert!(matches!(r, Err(TryLockError::WouldBlock)));
+    ///     });
+    /// });
+    /// drop(reader);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_write`](RwLock::try_write), with `WouldBlock` meaning the time ran out.
+    pub fn try_write_for(&self, timeout: Duration) -> TryLockResult<RwLockWriteGuard<'_, T>> {
+        if self.raw.try_write_for(timeout) {
+            Ok(self.write_guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Blocks until this thread holds the write lock or `deadline` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_write_for`](RwLock::try_write_for).
+    pub fn try_write_until(&self, deadline: Instant) -> TryLockResult<RwLockWriteGuard<'_, T>> {
+        if self.raw.try_write_until(deadline) {
+            Ok(self.write_guard()?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Whether a writer panicked while holding the lock.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Clears the poisoned flag.
+    pub fn clear_poison(&self) {
+        self.poisoned
+            .store(false, core::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Mutable access without locking: the borrow proves no one else holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding the reference if the lock is poisoned.
+    pub fn get_mut(&mut self) -> LockResult<&mut T> {
+        let poisoned = self.is_poisoned();
+        let data = self.data.get_mut();
+        if poisoned {
+            Err(PoisonError::new(data))
+        } else {
+            Ok(data)
+        }
+    }
+
+    fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
+        let guard = RwLockReadGuard {
+            lock: self,
+            not_send: PhantomData,
+        };
+        if self.is_poisoned() {
+            Err(PoisonError::new(guard))
+        } else {
+            Ok(guard)
+        }
+    }
+
+    fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
+        let guard = RwLockWriteGuard {
+            lock: self,
+            panicking: std::thread::panicking(),
+            not_send: PhantomData,
+        };
+        if self.is_poisoned() {
+            Err(PoisonError::new(guard))
+        } else {
+            Ok(guard)
+        }
+    }
+}
+
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Turns the write lock into a read lock without letting a writer in between, as std's
+    /// `RwLockWriteGuard::downgrade`. Readers waiting are woken to share it. Poison: a panic
+    /// before the downgrade poisons as any write guard's; the read guard cannot poison.
+    ///
+    /// ```
+    /// use futexkit::sync::{RwLock, RwLockWriteGuard};
+    ///
+    /// let lock = RwLock::new(1);
+    /// let mut w = lock.write().unwrap();
+    /// *w = 2;
+    /// let r = RwLockWriteGuard::downgrade(w);
+    /// assert_eq!(*r, 2);
+    /// assert!(lock.try_write().is_err());
+    /// assert_eq!(*lock.try_read().unwrap(), 2);
+    /// ```
+    pub fn downgrade(guard: RwLockWriteGuard<'a, T>) -> RwLockReadGuard<'a, T> {
+        let lock = guard.lock;
+        if !guard.panicking && std::thread::panicking() {
+            lock.poisoned
+                .store(true, core::sync::atomic::Ordering::Relaxed);
+        }
+        core::mem::forget(guard);
+        // SAFETY: the guard (now forgotten, so its drop does not unlock) proved this thread
+        // holds the write lock; the new read guard owns the read lock it becomes.
+        unsafe { lock.raw.downgrade() };
+        RwLockReadGuard {
+            lock,
+            not_send: PhantomData,
+        }
+    }
+}
+
+impl<T: Default> Default for RwLock<T> {
+    fn default() -> RwLock<T> {
+        RwLock::new(T::default())
+    }
+}
+
+impl<T> From<T> for RwLock<T> {
+    fn from(value: T) -> RwLock<T> {
+        RwLock::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("RwLock");
+        match self.try_read() {
+            Ok(guard) => {
+                d.field("data", &&*guard);
+            }
+            Err(TryLockError::Poisoned(err)) => {
+                d.field("data", &&**err.get_ref());
+            }
+            Err(TryLockError::WouldBlock) => {
+                // As std's RwLock prints it (unquoted, unlike its Mutex).
+                d.field("data", &format_args!("<locked>"));
+            }
+        }
+        d.field("poisoned", &self.is_poisoned());
+        d.finish_non_exhaustive()
+    }
+}
+
+impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves this thread holds a read lock: no writer has `&mut T`.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves this thread holds the write lock.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves this thread holds the write lock, and `&mut self` that this
+        // is the only access through it.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard exists only while this thread holds a read lock.
+        unsafe { self.lock.raw.read_unlock() };
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.panicking && std::thread::panicking() {
+            self.lock
+                .poisoned
+                .store(true, core::sync::atomic::Ordering::Relaxed);
+        }
+        // SAFETY: the guard exists only while this thread holds the write lock.
+        unsafe { self.lock.raw.write_unlock() };
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}

@@ -1,0 +1,186 @@
+//! The RwLock's and the Barrier's protocols under a model checker (`--cfg loom` or
+//! `--cfg shuttle`; see `tests/model/mod.rs`): a writer excludes readers and writers (a value
+//! written in two relaxed halves is never seen torn, and an increment split into a load and a
+//! store loses nothing), no lost wakeup between readers and writers (the checker reports a
+//! deadlock), timed readers and writers beside untimed ones, downgrade, and a barrier reused
+//! across rounds with one leader each. The code checked is the shipped code.
+#![cfg(any(loom, shuttle))]
+
+mod model;
+
+use futexkit::sync::{Barrier, RwLock, RwLockWriteGuard};
+use model::atomic::{AtomicUsize, Ordering};
+use model::{check, in_threads, Arc, FAR};
+
+/// Data a writer updates in two relaxed halves: a reader that ever sees them differ saw a
+/// writer alongside it.
+struct Halves {
+    lock: RwLock<()>,
+    a: AtomicUsize,
+    b: AtomicUsize,
+}
+
+impl Halves {
+    fn new() -> Halves {
+        Halves {
+            lock: RwLock::new(()),
+            a: AtomicUsize::new(0),
+            b: AtomicUsize::new(0),
+        }
+    }
+
+    fn write(&self) {
+        let _g = self.lock.write().unwrap();
+        let v = self.a.load(Ordering::Relaxed);
+        self.a.store(v + 1, Ordering::Relaxed);
+        model::thread::yield_now();
+        self.b.store(v + 1, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> usize {
+        let _g = self.lock.read().unwrap();
+        let a = self.a.load(Ordering::Relaxed);
+        model::thread::yield_now();
+        let b = self.b.load(Ordering::Relaxed);
+        assert_eq!(a, b, "a reader saw a writer's half-done update");
+        a
+    }
+}
+
+type Job = Box<dyn FnOnce(&Halves) + Send>;
+
+fn run(jobs: Vec<Job>, writes: usize) {
+    let shared = Arc::new(Halves::new());
+    in_threads(&shared, jobs);
+    assert_eq!(shared.read(), writes, "no write lost");
+    assert!(shared.lock.try_write().is_ok(), "the lock ends free");
+}
+
+#[test]
+fn two_readers_and_a_writer() {
+    let (readers, writers) = if cfg!(loom) { (2, 1) } else { (4, 3) };
+    check(2, move || {
+        let mut jobs: Vec<Job> = Vec::new();
+        for _ in 0..writers {
+            jobs.push(Box::new(|h| h.write()));
+        }
+        for _ in 0..readers {
+            jobs.push(Box::new(|h| {
+                h.read();
+            }));
+        }
+        run(jobs, writers);
+    });
+}
+
+/// A reader that then writes, racing a writer that then reads.
+#[test]
+fn read_then_write_races_write_then_read() {
+    check(3, || {
+        run(
+            vec![
+                Box::new(|h| {
+                    h.read();
+                    h.write();
+                }),
+                Box::new(|h| {
+                    h.write();
+                    h.read();
+                }),
+            ],
+            2,
+        );
+    });
+}
+
+/// Timed readers and writers beside untimed ones: each gets the lock or times out, and the
+/// untimed ones always get through (a timed writer giving up leaves no bit behind that keeps
+/// them out).
+#[test]
+fn timed_readers_and_writers() {
+    let timed = if cfg!(loom) { 1 } else { 2 };
+    check(2, move || {
+        let shared = Arc::new(Halves::new());
+        let timed_writes = Arc::new(AtomicUsize::new(0));
+        let mut jobs: Vec<Job> = vec![
+            Box::new(|h| h.write()),
+            Box::new(|h| {
+                h.read();
+            }),
+        ];
+        for _ in 0..timed {
+            let timed_writes = Arc::clone(&timed_writes);
+            jobs.push(Box::new(move |h| {
+                if let Ok(_g) = h.lock.try_write_for(FAR) {
+                    let v = h.a.load(Ordering::Relaxed);
+                    h.a.store(v + 1, Ordering::Relaxed);
+                    h.b.store(v + 1, Ordering::Relaxed);
+                    timed_writes.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Ok(_g) = h.lock.try_read_for(FAR) {
+                    assert_eq!(h.a.load(Ordering::Relaxed), h.b.load(Ordering::Relaxed));
+                }
+            }));
+        }
+        in_threads(&shared, jobs);
+        assert_eq!(shared.read(), 1 + timed_writes.load(Ordering::Relaxed));
+        assert!(shared.lock.try_write().is_ok(), "the lock ends free");
+    });
+}
+
+/// A writer downgrades while a reader and a writer wait: the reader may share, the writer
+/// waits for both, and nobody is left asleep.
+#[test]
+fn downgrade_with_a_reader_and_a_writer_waiting() {
+    check(2, || {
+        run(
+            vec![
+                Box::new(|h| {
+                    let g = h.lock.write().unwrap();
+                    let v = h.a.load(Ordering::Relaxed);
+                    h.a.store(v + 1, Ordering::Relaxed);
+                    h.b.store(v + 1, Ordering::Relaxed);
+                    let r = RwLockWriteGuard::downgrade(g);
+                    assert_eq!(h.a.load(Ordering::Relaxed), h.b.load(Ordering::Relaxed));
+                    drop(r);
+                }),
+                Box::new(|h| {
+                    h.read();
+                }),
+                Box::new(|h| h.write()),
+            ],
+            2,
+        );
+    });
+}
+
+/// A barrier of three, used for two rounds: one leader per round, nobody leaves early.
+#[test]
+fn barrier_rounds_have_one_leader_each() {
+    let (parties, rounds) = if cfg!(loom) { (3, 2) } else { (6, 3) };
+    check(2, move || {
+        let shared = Arc::new((
+            Barrier::new(parties),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        ));
+        let jobs: Vec<Box<dyn FnOnce(&(Barrier, AtomicUsize, AtomicUsize)) + Send>> = (0..parties)
+            .map(|_| {
+                Box::new(
+                    move |(barrier, arrived, leaders): &(Barrier, AtomicUsize, AtomicUsize)| {
+                        for round in 0..rounds {
+                            arrived.fetch_add(1, Ordering::Relaxed);
+                            let leader = barrier.wait().is_leader();
+                            assert!(arrived.load(Ordering::Relaxed) >= (round + 1) * parties);
+                            if leader {
+                                leaders.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    },
+                ) as Box<dyn FnOnce(&(Barrier, AtomicUsize, AtomicUsize)) + Send>
+            })
+            .collect();
+        in_threads(&shared, jobs);
+        assert_eq!(shared.2.load(Ordering::Relaxed), rounds);
+    });
+}
