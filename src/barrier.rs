@@ -5,7 +5,8 @@
 //!
 //! | field      | bits | meaning | changed by |
 //! |------------|------|---------|------------|
-//! | arrived    | 0-30 | threads that have called `wait` in this generation | each arrival adds 1; the last one sets it back to 0 |
+//! | arrived    | 0-29 | threads that have called `wait` in this generation | each arrival adds 1; the last one sets it back to 0 |
+//! | `SLEEPERS` | 30   | some arrival of this generation sleeps on the word, or is about to | set by an arrival before it sleeps; cleared by the leader |
 //! | generation | 31   | flips when a generation completes | the last arrival (the leader) |
 //!
 //! Beside the word, `parties`: how many threads make a generation.
@@ -13,9 +14,12 @@
 //! ## Protocol
 //!
 //! * **wait**: add 1 (one atomic add; its result says who arrived last). The last of `parties`
-//!   arrivals is the leader: it stores the next generation with no arrivals, then wakes every
-//!   sleeper, by address (a released thread may free the barrier by then). Every other arrival
-//!   sleeps on the word until the generation bit differs from the one it arrived in.
+//!   arrivals is the leader: it swaps in the next generation with no arrivals and no
+//!   `SLEEPERS`, and if `SLEEPERS` was set wakes every sleeper, by address (a released thread
+//!   may free the barrier by then). Every other arrival waits until the generation bit differs
+//!   from the one it arrived in: it sets `SLEEPERS` (a CAS that fails once the generation has
+//!   flipped) and sleeps on the word. The leader's swap and the sleeper's CAS are ordered on
+//!   the word: either the CAS comes first and the leader sees the bit and wakes, or it fails.
 //! * One bit of generation is enough: a generation cannot complete without every thread of the
 //!   one before it having left `wait`'s arrival, so a sleeper never sees its own generation
 //!   come round again. A barrier of 0 or 1 parties releases every caller at once, each as
@@ -29,7 +33,8 @@ use crate::atomic::Ordering;
 use crate::futex::Futex;
 use crate::spin::SpinWait;
 
-const ARRIVED: u32 = (1 << 31) - 1;
+const ARRIVED: u32 = (1 << 30) - 1;
+const SLEEPERS: u32 = 1 << 30;
 const GENERATION: u32 = 1 << 31;
 
 /// A barrier: `parties` threads wait for each other, then all continue, and it is ready for the
@@ -85,7 +90,7 @@ impl Barrier {
     /// A barrier that releases its waiters each time `parties` of them have called
     /// [`wait`](Barrier::wait). With 0 or 1 parties, `wait` returns at once.
     ///
-    /// More than 2^31 - 1 parties cannot be waited for (no system runs that many threads):
+    /// More than 2^30 - 1 parties cannot be waited for (no system runs that many threads):
     /// such a barrier never releases, as it could not in std either.
     #[cfg(not(model))]
     #[must_use]
@@ -116,11 +121,12 @@ impl Barrier {
         let generation = before & GENERATION;
         let arrived = (before & ARRIVED) as usize + 1;
         if arrived == self.parties {
-            // The leader: every other arrival of this generation is in `wait`, so nobody else
-            // writes the word until it is released.
-            self.state
-                .store((generation ^ GENERATION) & !ARRIVED, Ordering::Release);
-            let _ = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32);
+            // The leader: every other arrival of this generation is in `wait`, and can only set
+            // SLEEPERS until this swap releases them.
+            let before = self.state.swap(generation ^ GENERATION, Ordering::AcqRel);
+            if before & SLEEPERS != 0 {
+                let _ = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32);
+            }
             return BarrierWaitResult(true);
         }
         let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
@@ -133,8 +139,21 @@ impl Barrier {
             if state & GENERATION != generation {
                 return BarrierWaitResult(false);
             }
+            if state & SLEEPERS == 0
+                && self
+                    .state
+                    .compare_exchange(
+                        state,
+                        state | SLEEPERS,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
             // Woken, spuriously, or the word changed (another arrival): look again.
-            let _ = self.state.wait(state, None);
+            let _ = self.state.wait(state | SLEEPERS, None);
         }
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! | field             | bits | meaning | set by | cleared by |
 //! |-------------------|------|---------|--------|------------|
-//! | `WRITERS_WAITING` | 0    | writers sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and woke no writer; a timed writer giving up (which wakes every sleeper with it) |
+//! | `WRITERS_WAITING` | 0    | writers sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer giving up (which wakes every sleeper with it) |
 //! | `READERS_WAITING` | 1    | readers sleep on the word, or are about to | a reader about to sleep | an unlock or downgrade that wakes every reader |
 //! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock or downgrade that woke readers while writers wait | the read unlock that leaves no reader |
 //! | count             | 3-31 | readers holding the lock; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
@@ -26,23 +26,24 @@
 //!    gives up clears it and wakes every sleeper in one `FUTEX_WAKE_OP`, atomically with
 //!    respect to threads going to sleep: the writers still waiting set it again. Untimed
 //!    writers never give up.
-//! 3. **Writers do not starve, and a hand-over always has a taker.** While `WRITERS_WAITING`
-//!    is set, readers take the lock only in a read phase, which admits only readers that were
-//!    asleep when it opened. The unlock that leaves the lock free (the last reader out, or a
-//!    writer with only writers to hand to) wakes one writer *while it still holds the lock*,
-//!    and keeps `WRITERS_WAITING` set only if it woke one: no reader slips in while that writer
-//!    wakes, and it never gives up untried (a timed one gives up only through invariant 2).
-//!    If it woke none, it clears both waiting bits and wakes the readers. Either way it wakes
-//!    once more after its release, by address, in case the woken writer looked too early and
-//!    slept again.
+//! 3. **Writers do not starve.** While `WRITERS_WAITING` is set, readers take the lock only in
+//!    a read phase, which admits only readers that were asleep when it opened. The last reader
+//!    out wakes one writer *while it still holds its read lock*, and keeps `WRITERS_WAITING`
+//!    set for it only if it woke one, so that no reader slips in while that writer wakes (a
+//!    timed one gives up only through invariant 2); it wakes once more after its release, by
+//!    address, in case the writer looked too early and slept again. If it woke none, it clears
+//!    the bit and wakes a writer that may have begun to sleep since, or the readers. A write
+//!    unlock does not keep the lock for the next writer: it clears the bit and wakes one, and
+//!    readers that arrive first take the lock, after which the writer waits only for them.
 //! 4. **Readers do not starve.** A write unlock that finds readers and writers waiting opens a
-//!    read phase rather than handing to the next writer, and no writer takes the lock in a read
-//!    phase; so a waiting reader gets the lock after at most the writer holding it. The unlock
-//!    wakes the untimed readers *before* it opens the phase, while it still holds the lock, and
-//!    opens it only if it woke one: that reader never gives up, so it takes the lock in the
-//!    phase, and its unlock, or another reader's, closes the phase. (If it looked before the
-//!    phase opened and slept again, the unlock's second wake or the changed word sends it
-//!    back.)
+//!    read phase, rather than waking a writer, when the fairness policy says so (one such
+//!    unlock in `HAND_OFF_PERIOD` of a thread, `src/fairness.rs`), and no writer takes the lock
+//!    in a read phase; so a reader waits for a bounded number of writers. The unlock wakes the
+//!    untimed readers *before* it opens the phase, while it still holds the lock, and opens it
+//!    only if it woke one: that reader never gives up, so it takes the lock in the phase, and
+//!    the read unlock that leaves no reader closes it. (If it looked before the phase opened
+//!    and slept again, the unlock's second wake or the changed word sends it back.) Timed
+//!    readers are not counted on: their bitset is not in the first wake.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
 //!
@@ -56,13 +57,13 @@
 //! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
 //!   the last reader out closes the phase and hands to a writer (invariant 3).
 //! * **write unlock**: one CAS to 0, unless threads wait: open a read phase (invariant 4) if
-//!   readers and writers wait; else hand to a writer (invariant 3) if one waits; else wake
-//!   every reader.
+//!   readers and writers wait and the fairness policy says so; else wake one writer if writers
+//!   wait; else every reader.
 //! * **downgrade**: the writer becomes a reader and wakes the waiting readers, in a read phase
 //!   if writers wait (this reader's unlock closes it at the latest).
 //!
-//! Policy lives apart: how long to spin in [`crate::spin`]. Under a model checker the same code
-//! runs on the emulated futex.
+//! Policy lives apart: how long to spin in [`crate::spin`], when to open a read phase in
+//! `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
 
 use core::cell::UnsafeCell;
 use core::fmt;
@@ -281,21 +282,20 @@ impl RawRwLock {
         loop {
             let last = readers(state) == 1;
             // The last reader, with writers waiting: wake one while still holding the read
-            // lock, and keep WRITERS_WAITING for it only if there was one (invariant 3).
-            // Decided for the word this attempt would replace, as other readers may leave in
-            // between.
+            // lock, so that the lock can be kept for it (invariant 3). Decided for the word this
+            // attempt replaces, as other readers may leave in between.
             if last && !woke_writer && state & WRITERS_WAITING != 0 {
                 woke_writer = self.state.wake_bitset(1, WRITER) == Ok(1);
             }
-            // A woken writer that was timed may have given up since, clearing the bit (and
-            // waking everyone): then there is nobody to hand to.
+            // A woken timed writer may have given up since, clearing the bit (and waking
+            // everyone): then there is nobody to keep the lock for.
             let handing = woke_writer && state & WRITERS_WAITING != 0;
             let next = if !last {
                 state - READER
             } else if handing {
                 (state - READER) & !READ_PHASE
             } else {
-                0
+                (state - READER) & !(READ_PHASE | WRITERS_WAITING)
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -303,24 +303,27 @@ impl RawRwLock {
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
-                Ok(_) if last => return self.wake_after_release(handing, state),
+                Ok(_) if handing => {
+                    // Once more, by address (invariant 5): the woken writer may have looked
+                    // before this release and slept again.
+                    let _ = Futex::wake_bitset_at(self.state.as_ptr(), 1, WRITER);
+                    return;
+                }
+                Ok(_) if last => return self.wake_writer_or_readers(state),
                 Ok(_) => return,
                 Err(now) => state = now,
             }
         }
     }
 
-    /// The wakes after a release that left the lock free, from `before` (the word just before
-    /// the release), by address only (invariant 5): a writer if writers waited (the one woken
-    /// before the release, once more, as it may have looked too early and slept again; or one
-    /// that began to sleep after this thread looked), and, unless the lock went to that
-    /// writer, every reader if readers waited.
-    fn wake_after_release(&self, handed_to_writer: bool, before: u32) {
+    /// After a release that left the lock free and cleared `WRITERS_WAITING` (`before`: the
+    /// word just before it), by address only (invariant 5): wake one writer if writers waited,
+    /// and every reader if readers waited and no writer was woken.
+    fn wake_writer_or_readers(&self, before: u32) {
         let addr = self.state.as_ptr();
-        if before & WRITERS_WAITING != 0 {
-            let _ = Futex::wake_bitset_at(addr, 1, WRITER);
-        }
-        if !handed_to_writer && before & READERS_WAITING != 0 {
+        let woke_writer = before & WRITERS_WAITING != 0
+            && Futex::wake_bitset_at(addr, 1, WRITER).is_ok_and(|woken| woken > 0);
+        if !woke_writer && before & READERS_WAITING != 0 {
             let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, ANY_READER);
         }
     }
@@ -342,31 +345,27 @@ impl RawRwLock {
         }
     }
 
-    /// The slow path of a write unlock: threads wait. Hands to readers (a read phase) if
-    /// both kinds wait, else to a writer if one does, else wakes every reader; a hand-over is
-    /// made only to a thread woken while this one still held the lock (invariants 3 and 4).
+    /// The slow path of a write unlock: threads wait. Opens a read phase if readers and
+    /// writers wait and the fairness policy says so; else wakes one writer if writers wait;
+    /// else every reader.
     #[cold]
     fn write_unlock_contended(&self) {
         let both = READERS_WAITING | WRITERS_WAITING;
         let mut state = self.state.load(Ordering::Relaxed);
+        // Invariant 4: wake the untimed readers before opening a phase, while still holding.
         let to_readers = state & both == both
+            && crate::fairness::hand_off_now()
             && self
                 .state
                 .wake_bitset(i32::MAX as u32, UNTIMED_READER)
                 .is_ok_and(|woken| woken > 0);
-        let mut woke_writer = false;
-        // Waiters set bits meanwhile, and a timed writer giving up may clear WRITERS_WAITING
-        // (waking everyone): each attempt builds on the word as it is.
-        let handing = loop {
-            if !to_readers && !woke_writer && state & WRITERS_WAITING != 0 {
-                woke_writer = self.state.wake_bitset(1, WRITER) == Ok(1);
-            }
-            let handing = woke_writer && state & WRITERS_WAITING != 0;
+        // Waiters set bits meanwhile: each attempt builds on the word as it is.
+        loop {
             let next = if to_readers {
                 (state & WRITERS_WAITING) | READ_PHASE
-            } else if handing {
-                // The woken writer takes it; waiting readers keep their bit for later.
-                state & both
+            } else if state & WRITERS_WAITING != 0 {
+                // A writer's turn: waiting readers keep their bit.
+                state & READERS_WAITING
             } else {
                 0
             };
@@ -376,16 +375,16 @@ impl RawRwLock {
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => break handing,
+                Ok(_) => break,
                 Err(now) => state = now,
             }
-        };
+        }
         if to_readers {
             // The readers woken may have looked too early and slept again; timed readers join
             // now too. By address only (invariant 5).
             let _ = Futex::wake_bitset_at(self.state.as_ptr(), i32::MAX as u32, ANY_READER);
         } else {
-            self.wake_after_release(handing, state);
+            self.wake_writer_or_readers(state);
         }
     }
 
@@ -497,7 +496,7 @@ impl RawRwLock {
         let taken = self.write_waiting(deadline, &mut marked);
         if !taken && marked {
             // Invariant 2: a timed writer leaving clears WRITERS_WAITING, which keeps readers
-            // out, and wakes every sleeper with the same atomic step; writers still waiting set
+            // out, and wakes every sleeper in the same atomic step; writers still waiting set
             // it again. (This thread is still in a call on the lock: the word is alive.)
             let _ =
                 self.state

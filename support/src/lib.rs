@@ -20,3 +20,5 @@ pub mod kv;
 pub mod locks;
 #[cfg(not(any(loom, shuttle)))]
 pub mod pingpong;
+#[cfg(not(any(loom, shuttle)))]
+pub mod rwlock;

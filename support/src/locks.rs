@@ -1,5 +1,5 @@
-//! One Mutex + Condvar family per lock library (futexkit, std, parking_lot) behind one small
-//! trait, so a workload is written once and run on each: the condvar workloads
+//! One family of locks (Mutex, Condvar, RwLock, Barrier) per library (futexkit, std,
+//! parking_lot) behind one small trait, so a workload is written once and run on each: the condvar workloads
 //! ([`crate::condvar`]) and the key-value server ([`crate::kv`]), which picks one at run time
 //! ([`Backend`]).
 //!
@@ -50,14 +50,24 @@ impl FromStr for Backend {
     }
 }
 
-/// A Mutex + Condvar family.
+/// A family of locks: Mutex, Condvar, RwLock, Barrier.
 pub trait Locks: Send + Sync + 'static {
     /// The library's name, as tables print it.
     const NAME: &'static str;
     type Mutex<T: Send + 'static>: Send + Sync;
     type Condvar: Send + Sync;
+    type RwLock<T: Send + Sync + 'static>: Send + Sync;
+    type Barrier: Send + Sync;
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T>;
     fn condvar() -> Self::Condvar;
+    fn rwlock<T: Send + Sync + 'static>(value: T) -> Self::RwLock<T>;
+    fn barrier(parties: usize) -> Self::Barrier;
+    /// Runs `f` with a read lock held.
+    fn read<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> R) -> R;
+    /// Runs `f` with the write lock held.
+    fn write<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&mut T) -> R) -> R;
+    /// Waits at the barrier; returns whether this thread led the round.
+    fn barrier_wait(b: &Self::Barrier) -> bool;
     /// Runs `f` with the lock held.
     fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R;
     /// Locks `m`, waits on `c` while `wait` holds, then runs `then` with the lock still held.
@@ -84,11 +94,31 @@ macro_rules! std_shaped {
             const NAME: &'static str = $name;
             type Mutex<T: Send + 'static> = $($path)::+::Mutex<T>;
             type Condvar = $($path)::+::Condvar;
+            type RwLock<T: Send + Sync + 'static> = $($path)::+::RwLock<T>;
+            type Barrier = $($path)::+::Barrier;
             fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
                 Self::Mutex::new(value)
             }
             fn condvar() -> Self::Condvar {
                 Self::Condvar::new()
+            }
+            fn rwlock<T: Send + Sync + 'static>(value: T) -> Self::RwLock<T> {
+                Self::RwLock::new(value)
+            }
+            fn barrier(parties: usize) -> Self::Barrier {
+                Self::Barrier::new(parties)
+            }
+            fn read<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> R) -> R {
+                f(&l.read().unwrap())
+            }
+            fn write<T: Send + Sync + 'static, R>(
+                l: &Self::RwLock<T>,
+                f: impl FnOnce(&mut T) -> R,
+            ) -> R {
+                f(&mut l.write().unwrap())
+            }
+            fn barrier_wait(b: &Self::Barrier) -> bool {
+                b.wait().is_leader()
             }
             fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
                 f(&mut m.lock().unwrap())
@@ -111,18 +141,35 @@ macro_rules! std_shaped {
     };
 }
 
-std_shaped!(Futexkit, "futexkit", futexkit);
+std_shaped!(Futexkit, "futexkit", futexkit::sync);
 std_shaped!(Std, "std", std::sync);
 
 impl Locks for ParkingLot {
     const NAME: &'static str = "parking_lot";
     type Mutex<T: Send + 'static> = parking_lot::Mutex<T>;
     type Condvar = parking_lot::Condvar;
+    type RwLock<T: Send + Sync + 'static> = parking_lot::RwLock<T>;
+    type Barrier = ParkingLotBarrier;
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
         parking_lot::Mutex::new(value)
     }
     fn condvar() -> Self::Condvar {
         parking_lot::Condvar::new()
+    }
+    fn rwlock<T: Send + Sync + 'static>(value: T) -> Self::RwLock<T> {
+        parking_lot::RwLock::new(value)
+    }
+    fn barrier(parties: usize) -> Self::Barrier {
+        ParkingLotBarrier::new(parties)
+    }
+    fn read<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> R) -> R {
+        f(&l.read())
+    }
+    fn write<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut l.write())
+    }
+    fn barrier_wait(b: &Self::Barrier) -> bool {
+        b.wait()
     }
     fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut m.lock())
@@ -142,5 +189,40 @@ impl Locks for ParkingLot {
     }
     fn notify_all(c: &Self::Condvar) {
         c.notify_all();
+    }
+}
+
+/// parking_lot has no barrier: this is std's algorithm (a count and a generation under a
+/// Mutex, a Condvar to wait on) on parking_lot's Mutex and Condvar, the barrier a parking_lot
+/// user would write.
+pub struct ParkingLotBarrier {
+    state: parking_lot::Mutex<(usize, usize)>,
+    round_over: parking_lot::Condvar,
+    parties: usize,
+}
+
+impl ParkingLotBarrier {
+    pub fn new(parties: usize) -> ParkingLotBarrier {
+        ParkingLotBarrier {
+            state: parking_lot::Mutex::new((0, 0)),
+            round_over: parking_lot::Condvar::new(),
+            parties,
+        }
+    }
+
+    /// Returns whether this thread was the round's leader (the last to arrive).
+    pub fn wait(&self) -> bool {
+        let mut state = self.state.lock();
+        let generation = state.1;
+        state.0 += 1;
+        if state.0 < self.parties {
+            self.round_over
+                .wait_while(&mut state, |s| s.1 == generation);
+            false
+        } else {
+            *state = (0, generation.wrapping_add(1));
+            self.round_over.notify_all();
+            true
+        }
     }
 }

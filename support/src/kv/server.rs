@@ -1,6 +1,7 @@
 //! A small multi-threaded TCP key-value server on loopback, shared by `examples/kvserver`,
 //! `examples/kvcompare` and `tests/kvserver.rs`. It runs on std's, futexkit's or parking_lot's
-//! `Mutex` + `Condvar`, chosen at start-up; [`crate::locks`] is the only file that names them.
+//! `Mutex`, `Condvar` and `RwLock`, named through `futexkit::sync`, `std::sync` or parking_lot
+//! and chosen at start-up; [`crate::locks`] is the only file that names them.
 //!
 //! Protocol, one request per line (`\n`, an optional `\r` before it is ignored):
 //!
@@ -19,7 +20,7 @@
 //! the request onto a bounded job queue (`Mutex<VecDeque>` + two `Condvar`s), waits for the
 //! reply in the connection's reply slot (`Mutex<Option<Reply>>` + `Condvar`) and writes it;
 //! a fixed pool of workers that pop jobs, run them against a store of [`SHARDS`]
-//! `Mutex<HashMap>`s and put the reply in the slot. [`Server::shutdown`] stops the accept loop,
+//! `RwLock<HashMap>`s and put the reply in the slot. [`Server::shutdown`] stops the accept loop,
 //! shuts every open connection down, and joins every thread it ever started.
 
 use std::collections::{HashMap, VecDeque};
@@ -557,35 +558,36 @@ impl<L: Locks> Queue<L> {
 
 type Map = HashMap<Vec<u8>, Vec<u8>>;
 
-/// The key-value store: a map split over [`SHARDS`] mutexes by key hash.
+/// The key-value store: a map split over [`SHARDS`] reader-writer locks by key hash (reads
+/// dominate the load).
 struct Store<L: Locks> {
-    shards: Vec<L::Mutex<Map>>,
+    shards: Vec<L::RwLock<Map>>,
     hasher: RandomState,
 }
 
 impl<L: Locks> Store<L> {
     fn new() -> Self {
         Store {
-            shards: (0..SHARDS).map(|_| L::mutex(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| L::rwlock(HashMap::new())).collect(),
             hasher: RandomState::new(),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &L::Mutex<Map> {
+    fn shard(&self, key: &[u8]) -> &L::RwLock<Map> {
         &self.shards[(self.hasher.hash_one(key) % SHARDS as u64) as usize]
     }
 
     fn execute(&self, request: Request) -> Reply {
         match request {
-            Request::Get(key) => L::with(self.shard(&key), |map| match map.get(&key) {
+            Request::Get(key) => L::read(self.shard(&key), |map| match map.get(&key) {
                 Some(value) => Reply::Value(value.clone()),
                 None => Reply::NotFound,
             }),
-            Request::Set(key, value) => L::with(self.shard(&key), |map| {
+            Request::Set(key, value) => L::write(self.shard(&key), |map| {
                 map.insert(key, value);
                 Reply::Stored
             }),
-            Request::Del(key) => L::with(self.shard(&key), |map| match map.remove(&key) {
+            Request::Del(key) => L::write(self.shard(&key), |map| match map.remove(&key) {
                 Some(_) => Reply::Deleted,
                 None => Reply::NotFound,
             }),
