@@ -53,8 +53,7 @@ fn main() {
     };
     println!("{}", futexkit::capabilities());
     println!(
-        "{}, median of {rounds} interleaved rounds of {duration:?}; futexkit / best: futexkit against the better of std and parking_lot (above 1: ahead)",
-        "RwLock"
+        "RwLock, median of {rounds} interleaved rounds of {duration:?}; futexkit / best: futexkit against the better of std and parking_lot (above 1: ahead)"
     );
 
     println!("\nRead-only: million read locks per second");
