@@ -1,83 +1,107 @@
-//! Condvar workloads, futexkit vs std vs parking_lot, interleaved in one run:
+//! Condvar workloads, futexkit vs std vs parking_lot, interleaved in one run: Mutex + Condvar
+//! ping-pong, `notify_all` to N sleeping waiters, and a bounded queue.
 //! `cargo run --release --example condvar [-- --quick]`.
-
-use futexkit_support::condvar;
 
 use std::time::Duration;
 
-use condvar::{bounded_queue, broadcast, ping_pong, Backend, Futexkit, ParkingLot, Std};
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+use futexkit_support::condvar::{bounded_queue, broadcast, ping_pong, Futexkit, ParkingLot, Std};
+use futexkit_support::report::{interleaved, ratio_to_best, time_ratio_to_best};
 
 fn us(d: Duration) -> String {
     format!("{:.1} us", d.as_secs_f64() * 1e6)
 }
 
+fn on<R>(
+    backend: usize,
+    fk: impl FnOnce() -> R,
+    std: impl FnOnce() -> R,
+    pl: impl FnOnce() -> R,
+) -> R {
+    match backend {
+        0 => fk(),
+        1 => std(),
+        _ => pl(),
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let runs = if quick { 3 } else { 7 };
+    let rounds = if quick { 3 } else { 7 };
     println!("{}", futexkit::capabilities());
+    println!("median of {rounds} interleaved rounds; futexkit / best: against the better of std and parking_lot (above 1: futexkit ahead)");
 
-    let rounds = if quick { 2_000 } else { 20_000 };
-    let mut pp: [Vec<Duration>; 3] = Default::default();
-    for _ in 0..runs {
-        pp[0].push(ping_pong::<Futexkit>(rounds) / rounds as u32);
-        pp[1].push(ping_pong::<Std>(rounds) / rounds as u32);
-        pp[2].push(ping_pong::<ParkingLot>(rounds) / rounds as u32);
-    }
-    let pp = pp.map(median);
-    println!("\nMutex + Condvar ping-pong round trip (median of {runs} runs of {rounds})");
-    println!("| futexkit | std | parking_lot | futexkit / std |");
+    let trips = if quick { 2_000 } else { 20_000 };
+    let pp = interleaved(rounds, Duration::cmp, |b| {
+        on(
+            b,
+            || ping_pong::<Futexkit>(trips),
+            || ping_pong::<Std>(trips),
+            || ping_pong::<ParkingLot>(trips),
+        ) / trips as u32
+    });
+    println!("\nMutex + Condvar ping-pong: round trip ({trips} per round)");
+    println!("| futexkit | std | parking_lot | futexkit / best |");
     println!("|---|---|---|---|");
     println!(
         "| {} | {} | {} | {:.2} |",
         us(pp[0]),
         us(pp[1]),
         us(pp[2]),
-        pp[0].as_secs_f64() / pp[1].as_secs_f64()
+        time_ratio_to_best(pp.map(|d| d.as_secs_f64()))
     );
 
-    let rounds = if quick { 20 } else { 100 };
-    println!("\nnotify_all to N sleeping waiters: time until all ran (median of {rounds}), voluntary context switches per broadcast");
-    println!("| waiters | futexkit | std | parking_lot | switches fk / std / pl |");
-    println!("|---|---|---|---|---|");
+    let broadcasts = if quick { 20 } else { 100 };
+    println!("\nnotify_all to N sleeping waiters: time until all ran (median of {broadcasts} broadcasts per round), voluntary context switches per broadcast");
+    println!(
+        "| waiters | futexkit | std | parking_lot | futexkit / best | switches fk / std / pl |"
+    );
+    println!("|---|---|---|---|---|---|");
     for waiters in [2, 8, 32] {
-        let f = broadcast::<Futexkit>(waiters, rounds);
-        let s = broadcast::<Std>(waiters, rounds);
-        let p = broadcast::<ParkingLot>(waiters, rounds);
+        let r = interleaved(
+            rounds,
+            |a: &(Duration, f64), b| a.0.cmp(&b.0),
+            |b| {
+                let r = on(
+                    b,
+                    || broadcast::<Futexkit>(waiters, broadcasts),
+                    || broadcast::<Std>(waiters, broadcasts),
+                    || broadcast::<ParkingLot>(waiters, broadcasts),
+                );
+                (r.all_ran, r.switches)
+            },
+        );
         println!(
-            "| {waiters} | {} | {} | {} | {:.1} / {:.1} / {:.1} |",
-            us(f.all_ran),
-            us(s.all_ran),
-            us(p.all_ran),
-            f.switches,
-            s.switches,
-            p.switches
+            "| {waiters} | {} | {} | {} | {:.2} | {:.1} / {:.1} / {:.1} |",
+            us(r[0].0),
+            us(r[1].0),
+            us(r[2].0),
+            time_ratio_to_best(r.map(|x| x.0.as_secs_f64())),
+            r[0].1,
+            r[1].1,
+            r[2].1
         );
     }
 
     let items = if quick { 20_000 } else { 200_000 };
-    println!("\nbounded queue (capacity 16), N producers + N consumers, {items} items: million items/s (median of {runs})");
-    println!("| N | futexkit | std | parking_lot |");
-    println!("|---|---|---|---|");
+    println!("\nbounded queue (capacity 16), N producers + N consumers, {items} items: million items per second");
+    println!("| N | futexkit | std | parking_lot | futexkit / best |");
+    println!("|---|---|---|---|---|");
     for pairs in [1, 4, 16] {
-        let rate = |d: Duration| items as f64 / d.as_secs_f64() / 1e6;
-        let mut t: [Vec<Duration>; 3] = Default::default();
-        for _ in 0..runs {
-            t[0].push(bounded_queue::<Futexkit>(pairs, items, 16));
-            t[1].push(bounded_queue::<Std>(pairs, items, 16));
-            t[2].push(bounded_queue::<ParkingLot>(pairs, items, 16));
-        }
-        let t = t.map(median);
+        let r = interleaved(rounds, f64::total_cmp, |b| {
+            let t = on(
+                b,
+                || bounded_queue::<Futexkit>(pairs, items, 16),
+                || bounded_queue::<Std>(pairs, items, 16),
+                || bounded_queue::<ParkingLot>(pairs, items, 16),
+            );
+            items as f64 / t.as_secs_f64() / 1e6
+        });
         println!(
-            "| {pairs} | {:.2} | {:.2} | {:.2} |",
-            rate(t[0]),
-            rate(t[1]),
-            rate(t[2])
+            "| {pairs} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            r[0],
+            r[1],
+            r[2],
+            ratio_to_best(r)
         );
     }
-    let _ = <Futexkit as Backend>::NAME;
 }

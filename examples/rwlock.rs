@@ -5,27 +5,8 @@
 use std::time::Duration;
 
 use futexkit_support::locks::{Futexkit, Locks, ParkingLot, Std};
+use futexkit_support::report::{interleaved, ratio_to_best};
 use futexkit_support::rwlock::{barrier_rounds, mixed, writer_wait_under_readers};
-
-/// Median of `rounds` results of `f` per backend, the backends' order rotating each round so
-/// that none always runs first.
-fn interleaved<T: Copy>(
-    rounds: usize,
-    by: impl Fn(&T, &T) -> std::cmp::Ordering,
-    mut f: impl FnMut(usize) -> T,
-) -> [T; 3] {
-    let mut results: [Vec<T>; 3] = Default::default();
-    for round in 0..rounds {
-        for k in 0..3 {
-            let backend = (round + k) % 3;
-            results[backend].push(f(backend));
-        }
-    }
-    results.map(|mut r| {
-        r.sort_by(&by);
-        r[r.len() / 2]
-    })
-}
 
 fn on<R>(
     backend: usize,
@@ -73,7 +54,7 @@ fn main() {
             r[0],
             r[1],
             r[2],
-            r[0] / r[1].max(r[2])
+            ratio_to_best(r)
         );
     }
 
@@ -95,7 +76,7 @@ fn main() {
                 r[0],
                 r[1],
                 r[2],
-                r[0] / r[1].max(r[2])
+                ratio_to_best(r)
             );
         }
     }
@@ -155,7 +136,7 @@ fn main() {
             r[0],
             r[1],
             r[2],
-            r[0] / r[1].max(r[2])
+            ratio_to_best(r)
         );
     }
     let _ = <Futexkit as Locks>::NAME;

@@ -26,11 +26,11 @@
 //!
 //! ## Co-location
 //!
-//! Pinning both partners to one CPU makes every hand-off a same-CPU context switch (1.7-2.5 us
-//! on the project's VMs) instead of a cross-CPU wake (14-73 us), but it loses to spinning
-//! (0.2-0.4 us) whenever a second CPU is free, and it takes a CPU away from the scheduler for the
-//! pair's lifetime. futexkit does not offer it; the `pingpong` example measures it
-//! ("futex wake+wait, one CPU") so the trade-off is visible on each machine.
+//! Pinning both partners to one CPU makes every hand-off a same-CPU context switch instead of a
+//! cross-CPU wake, but it loses to spinning whenever a second CPU is free, and it takes a CPU
+//! away from the scheduler for the pair's lifetime. futexkit does not offer it; the `pingpong`
+//! example measures it ("futex wake+wait, one CPU", `docs/benchmarks.md`) so the trade-off is
+//! visible on each machine.
 
 use core::sync::atomic::AtomicU8;
 use std::time::Instant;

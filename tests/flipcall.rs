@@ -667,8 +667,8 @@ fn forked_child_serves_and_parent_sees_it_exit() {
     warm_up_before_fork();
     // SAFETY: the child runs only flipcall calls on the already-mapped window, then leaves with
     // _exit. The process-wide state they touch (capabilities, the spin calibration) was
-    // initialised above, so no OnceLock can be caught mid-initialisation by the fork; glibc's
-    // fork holds the malloc locks, so the spin policy's /proc/loadavg read may allocate.
+    // initialised above, so no OnceLock can be caught mid-initialisation by the fork (glibc's
+    // fork also holds the malloc locks, so the child may allocate).
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {

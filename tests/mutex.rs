@@ -187,6 +187,16 @@ fn auto_traits_match_std() {
 }
 
 #[test]
+fn sizes_are_std_s() {
+    assert_eq!(std::mem::size_of::<Mutex<()>>(), 8);
+    assert_eq!(
+        std::mem::size_of::<Mutex<()>>(),
+        std::mem::size_of::<std::sync::Mutex<()>>()
+    );
+    assert!(std::mem::size_of::<futexkit::Condvar>() <= 8);
+}
+
+#[test]
 fn const_new_works_in_a_static() {
     static GLOBAL: Mutex<Vec<u8>> = Mutex::new(Vec::new());
     GLOBAL.lock().unwrap().push(1);

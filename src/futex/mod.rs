@@ -61,7 +61,7 @@ pub use probe::{capabilities, Capabilities, Capability, Detection, Overrides};
 
 use crate::atomic::AtomicU32;
 
-/// Linux's futex op codes and flags (values from the uapi headers, see `KERNEL.md`).
+/// Linux's futex op codes and flags (values from the uapi headers, see `docs/kernel.md`).
 pub(crate) mod op {
     pub const WAIT: i32 = 0;
     pub const WAKE: i32 = 1;

@@ -1,7 +1,7 @@
 //! Runtime probing: what the running kernel offers, detected once and cached.
 //!
 //! Each probe is one function that makes one harmless call and reads the errno, by the rules in
-//! `KERNEL.md`. Two op values are overloaded between mainline and never-merged patches, so
+//! `docs/kernel.md`. Two op values are overloaded between mainline and never-merged patches, so
 //! their probes are built never to take a lock or block:
 //!
 //! * op 13 is `FUTEX_LOCK_PI2` on mainline (5.14+) and `FUTEX_SWAP` on the SWAP patches: it is
@@ -332,7 +332,7 @@ mod probes {
                     errno_name(numa)
                 ),
             ),
-            // KERNEL.md: 0x08 is MPOL where NUMA exists too (6.16+).
+            // docs/kernel.md: 0x08 is MPOL where NUMA exists too (6.16+).
             detection(
                 flag_08_accepted && numa_present,
                 format!(
@@ -355,7 +355,7 @@ mod probes {
             ),
             requeue_pi(),
             swap,
-            // KERNEL.md: 0x08 is SPIN only if it is accepted and NUMA is rejected.
+            // docs/kernel.md: 0x08 is SPIN only if it is accepted and NUMA is rejected.
             detection(
                 flag_08_accepted && numa == Err(libc::EINVAL),
                 format!(
@@ -368,7 +368,7 @@ mod probes {
         ]
     }
 
-    /// KERNEL.md: `futex_wake` with nr 0 wakes nobody; ENOSYS before 6.7.
+    /// docs/kernel.md: `futex_wake` with nr 0 wakes nobody; ENOSYS before 6.7.
     fn futex2() -> Detection {
         let word = AtomicU32::new(0);
         let r = sys::futex2_wake(
@@ -380,7 +380,7 @@ mod probes {
         detection(r.is_ok(), format!("futex_wake(nr 0): {}", errno_name(r)))
     }
 
-    /// KERNEL.md: `futex_waitv` on one word whose value mismatches returns EAGAIN at once;
+    /// docs/kernel.md: `futex_waitv` on one word whose value mismatches returns EAGAIN at once;
     /// ENOSYS before 5.16.
     fn waitv() -> Detection {
         let word = AtomicU32::new(0);
@@ -398,7 +398,7 @@ mod probes {
         )
     }
 
-    /// KERNEL.md: `futex_wait` on an 8-byte-aligned `{1, 0xffff_ffff}` pair with
+    /// docs/kernel.md: `futex_wait` on an 8-byte-aligned `{1, 0xffff_ffff}` pair with
     /// `U32|PRIVATE|NUMA` and value 0: 6.16+ EAGAIN (mismatch), earlier EINVAL or ENOSYS.
     fn numa_flag() -> Result<usize, i32> {
         #[repr(C, align(8))]
@@ -418,7 +418,7 @@ mod probes {
         }
     }
 
-    /// KERNEL.md: `futex_wait(&W=1, val 0, mask 0xffff_ffff, U32|PRIVATE|0x08)`: <6.7 ENOSYS,
+    /// docs/kernel.md: `futex_wait(&W=1, val 0, mask 0xffff_ffff, U32|PRIVATE|0x08)`: <6.7 ENOSYS,
     /// 6.7-6.15 EINVAL, 6.16+ EAGAIN (MPOL), SPIN kernel EAGAIN. The word holds 1, not an
     /// owner TID that could be missing, so the SPIN RFC's bucket-lock leak cannot trigger.
     fn flag_0x08() -> Result<usize, i32> {
@@ -457,7 +457,7 @@ mod probes {
         )
     }
 
-    /// KERNEL.md's safe op 13 probe: `W = gettid()`, `D = 0`,
+    /// docs/kernel.md's safe op 13 probe: `W = gettid()`, `D = 0`,
     /// `futex(&W, 13|PRIVATE, tid ^ 1, NULL, &D, 0)`. Mainline 5.14+: EDEADLK (we own W);
     /// FUTEX_SWAP kernel: EAGAIN (nothing to wake, value mismatch); older: ENOSYS. Never with
     /// W == 0 (would take the lock) or a foreign TID (would block).
@@ -485,7 +485,7 @@ mod probes {
         r
     }
 
-    /// FUTEX_SWAP: op 13 answered EAGAIN, confirmed by a two-thread check (KERNEL.md: "After
+    /// FUTEX_SWAP: op 13 answered EAGAIN, confirmed by a two-thread check (docs/kernel.md: "After
     /// EAGAIN, confirm with a two-thread functional check before trusting it").
     fn swap(op13: Result<usize, i32>) -> Detection {
         if op13 != Err(libc::EAGAIN) {
@@ -556,7 +556,7 @@ mod probes {
         partner_woken && matches!(swapped, Ok(_) | Err(libc::EAGAIN))
     }
 
-    /// KERNEL.md: `FUTEX_CMP_REQUEUE_PI` with a mismatched compare value returns EAGAIN before
+    /// docs/kernel.md: `FUTEX_CMP_REQUEUE_PI` with a mismatched compare value returns EAGAIN before
     /// touching any lock where requeue-PI exists; ENOSYS without `CONFIG_FUTEX_PI`.
     fn requeue_pi() -> Detection {
         let from = AtomicU32::new(0);
@@ -581,7 +581,7 @@ mod probes {
         )
     }
 
-    /// KERNEL.md: `prctl(PR_RSEQ_SLICE_EXTENSION 79, GET 1)`: EINVAL before 7.0.
+    /// docs/kernel.md: `prctl(PR_RSEQ_SLICE_EXTENSION 79, GET 1)`: EINVAL before 7.0.
     fn rseq_slice() -> Detection {
         let r = sys::rseq_slice_extension_get();
         detection(

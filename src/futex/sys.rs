@@ -4,7 +4,7 @@
 //! errno values to [`Error`](super::Error), choosing flags) lives in the callers in
 //! `src/futex/`. Functions whose syscall may read or write user memory are `unsafe` and state
 //! what the pointer must be; the wake family only hashes its address, so it is safe to call with
-//! any pointer (see `KERNEL.md`, "Wake after unlock").
+//! any pointer (see `docs/kernel.md`, "Wake after unlock").
 //!
 //! `libc::syscall` is used for every futex operation, not rustix's safe wrappers, because those
 //! take `&AtomicU32` (a reference that may dangle once a lock is released, rust-lang/rust#55005)
@@ -28,7 +28,7 @@ pub(crate) struct FutexWaitv {
 const _: () = assert!(core::mem::size_of::<FutexWaitv>() == 24);
 
 // futex2 syscall numbers are the same in every architecture's table since the tables were
-// unified (KERNEL.md); libc does not name all of them on every target.
+// unified (docs/kernel.md); libc does not name all of them on every target.
 pub(crate) const SYS_FUTEX_WAITV: libc::c_long = 449;
 pub(crate) const SYS_FUTEX_WAKE: libc::c_long = 454;
 pub(crate) const SYS_FUTEX_WAIT: libc::c_long = 455;

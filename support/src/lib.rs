@@ -21,4 +21,6 @@ pub mod locks;
 #[cfg(not(any(loom, shuttle)))]
 pub mod pingpong;
 #[cfg(not(any(loom, shuttle)))]
+pub mod report;
+#[cfg(not(any(loom, shuttle)))]
 pub mod rwlock;

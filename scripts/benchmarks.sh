@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Regenerates docs/benchmarks.md: every comparison the examples make between futexkit, std and
+# parking_lot (and threadpool and a key-value server on each), run on this machine now.
+#
+#   scripts/benchmarks.sh [--quick] [--against DIR] [--out FILE]
+#
+# --quick    shorter runs (a smoke test of the script, not figures to quote)
+# --against  also build the examples of the futexkit checkout in DIR (say a previous release:
+#            `git worktree add /tmp/prev <rev>`) and add its futexkit figures beside this
+#            build's, from runs in the same session; the previous build's examples must take
+#            the same arguments (contention, condvar, hackbench, kvcompare, uncontended)
+# --out      where to write (default docs/benchmarks.md; the file is replaced, not appended)
+#
+# About 15 minutes on 2 cores; nothing else should run meanwhile. valgrind (for instruction
+# counts) is used if installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=""
+against=""
+out=docs/benchmarks.md
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick="--quick"; shift ;;
+        --against) against="$(cd "$2" && pwd)"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        *) echo "usage: $0 [--quick] [--against DIR] [--out FILE]" >&2; exit 2 ;;
+    esac
+done
+
+cargo build --release --quiet --examples
+ex=target/release/examples
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- src support examples || commit="$commit (with uncommitted changes)"
+prev_ex=""
+prev_commit=""
+if [ -n "$against" ]; then
+    (cd "$against" && cargo build --release --quiet --examples)
+    prev_ex="$against/target/release/examples"
+    prev_commit=$(git -C "$against" rev-parse --short HEAD)
+fi
+
+cpus=$(nproc)
+model=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+virt=$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor: *//p')
+[ -n "$virt" ] || virt=$(systemd-detect-virt --vm 2>/dev/null || true)
+if [ -n "$virt" ] && [ "$virt" != none ]; then virt="a virtual machine ($virt)"; else virt="no hypervisor detected"; fi
+machine="$cpus CPUs ($model), Linux $(uname -r), $virt"
+today=$(date -u +%Y-%m-%d)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+body="$tmp/body.md"
+: >"$body"
+
+# section TITLE EXAMPLE ARGS... : runs the example (and the previous build's, alternating which
+# goes first) and appends its tables under TITLE, with the command, a summary and its reading.
+order=0
+section() {
+    local title="$1" example="$2"
+    shift 2
+    echo "== $title" >&2
+    if [ -n "$prev_ex" ] && [ -x "$prev_ex/$example" ]; then
+        if [ $((order % 2)) -eq 0 ]; then
+            "$ex/$example" "$@" >"$tmp/cur.txt"
+            "$prev_ex/$example" "$@" >"$tmp/prev.txt"
+        else
+            "$prev_ex/$example" "$@" >"$tmp/prev.txt"
+            "$ex/$example" "$@" >"$tmp/cur.txt"
+        fi
+        order=$((order + 1))
+        python3 scripts/tables.py merge "$tmp/cur.txt" "$tmp/prev.txt" "previous ($prev_commit)" >"$tmp/out.txt"
+    else
+        "$ex/$example" "$@" >"$tmp/cur.txt"
+        cp "$tmp/cur.txt" "$tmp/out.txt"
+    fi
+    grep -m1 '^kernel .* cpus ' "$tmp/cur.txt" >"$tmp/caps.txt" || true
+    {
+        echo "## $title"
+        echo
+        echo "\`cargo run --release --example $example${*:+ -- $*}\`"
+        echo
+        # The capabilities line is in the header of this file.
+        grep -v '^kernel .* cpus ' "$tmp/out.txt"
+        echo
+        python3 scripts/tables.py summary "$tmp/cur.txt"
+        echo
+    } >>"$body"
+}
+
+note() {
+    printf '%s\n\n' "$*" >>"$body"
+}
+
+section "Ping-pong: one round trip between two threads" pingpong $quick
+note "Reading: each mechanism against raw futex wake + wait. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription it must not be slower than sleeping."
+
+if command -v valgrind >/dev/null; then
+    echo "== uncontended (callgrind)" >&2
+    count() { # binary impl n -> instructions
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 |
+            sed -n 's/.*Collected : *//p'
+    }
+    {
+        echo "## Mutex, uncontended: instructions per lock + unlock"
+        echo
+        echo "\`valgrind --tool=callgrind target/release/examples/uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000"
+        echo
+        if [ -n "$prev_ex" ]; then
+            echo "| futexkit | previous ($prev_commit) | std | parking_lot |"
+            echo "|---|---|---|---|"
+        else
+            echo "| futexkit | std | parking_lot |"
+            echo "|---|---|---|"
+        fi
+        line="|"
+        for impl in futexkit previous std parking_lot; do
+            bin="$ex/uncontended"
+            name=$impl
+            if [ "$impl" = previous ]; then
+                [ -n "$prev_ex" ] || continue
+                bin="$prev_ex/uncontended"
+                name=futexkit
+            fi
+            a=$(count "$bin" "$name" 1000000)
+            b=$(count "$bin" "$name" 0)
+            line="$line $(python3 -c "print(f'{($a - $b) / 1e6:.1f}')") |"
+        done
+        echo "$line"
+        echo
+        echo "Reading: instruction counts repeat exactly for the same binary, whatever else the machine does; times for the uncontended path are in the contended-counter table's 1-thread row."
+        echo
+    } >>"$body"
+fi
+
+section "Mutex, contended counter" contention $quick
+note "Reading: threads take one lock in a loop, with a short (one increment) or long (about 100 dependent steps) critical section. Above 2 threads the machine is oversubscribed: parking_lot's waiters yield their CPU, futexkit's and std's sleep, which keeps a server's tail latency (key-value table below) but gives up throughput on this test."
+
+section "Condvar" condvar $quick
+note "Reading: a notify with nobody asleep makes no syscall in futexkit; notify_all wakes every waiter, as std's does, and the waiters then meet on the Mutex."
+
+section "hackbench (Mutex + two Condvars per queue)" hackbench $quick
+
+section "RwLock and Barrier" rwlock $quick
+note "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/rwlock.rs)."
+
+if [ -n "$quick" ]; then
+    section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5
+else
+    section "A key-value server on each library (kvcompare)" kvcompare --rounds 3
+fi
+note "Reading: the server and the load generator share this machine's CPUs over loopback, so a primitive that spins or yields takes CPU from the threads it waits for; p99 is the column to watch."
+
+echo "== threadpool" >&2
+{
+    echo "## threadpool 1.8.1: \`execute(|| {}); join()\`"
+    echo
+    if [ -n "$against" ]; then
+        echo "\`scripts/threadpool-bench.sh --rounds 5 --against $against\` (the third column: previous build $prev_commit)"
+    else
+        echo "\`scripts/threadpool-bench.sh --rounds 5\`"
+    fi
+    echo
+    if [ -n "$against" ]; then
+        scripts/threadpool-bench.sh --rounds 5 --against "$against" 2>"$tmp/tp.err"
+    else
+        scripts/threadpool-bench.sh --rounds 5 2>"$tmp/tp.err"
+    fi
+    echo
+    grep -E '^workers' "$tmp/tp.err" | sed 's/^/- /'
+    echo
+    echo "Reading: the published crate with only its \`Mutex\`/\`Condvar\` import switched. Round trips are dominated by two wake-ups (the worker's, then the joiner's); the CPU time per round trip shows what waiting costs."
+    echo
+} >>"$body"
+
+section "FlipCall round trip, in one process and across two" flipcall_ipc $quick
+
+{
+    echo "# Benchmarks"
+    echo
+    echo "Every table below comes from one run of \`scripts/benchmarks.sh${quick:+ $quick}${against:+ --against DIR}\`, which regenerates this whole file (it is replaced, never appended): run it on your own machine to get yours."
+    echo
+    echo "- commit: $commit${prev_commit:+; previous build: $prev_commit}"
+    echo "- machine: $machine"
+    echo "- what the kernel offers (\`cargo run --example probe\` says how each was decided): \`$(cat "$tmp/caps.txt")\`"
+    echo "- date: $today"
+    echo
+    echo "futexkit / best is futexkit's figure against the better of std's and parking_lot's: above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians; single figures on a shared or virtual machine move from run to run, ratios within one run much less."
+    echo
+    cat "$body"
+} >"$out"
+echo "wrote $out" >&2

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Markdown tables of the benchmark examples, for scripts/benchmarks.sh.
+
+    tables.py merge CURRENT_OUTPUT PREVIOUS_OUTPUT LABEL
+    tables.py summary OUTPUT
+
+`merge` adds a previous build's futexkit figures to an example's tables.
+Both files are the output of the same example (markdown tables), from this build and from a
+previous one run in the same session. Tables are paired in order. In a table with a `backend`
+column, the previous build's futexkit rows are added as rows labelled LABEL; in any other
+table with a `futexkit` column, a LABEL column is added after it, filled from the previous
+table's row with the same first cell (or the same position). Everything else is printed as it
+is. Tables the previous output lacks are left unchanged.
+
+`summary` prints one line per table with a `futexkit / best` column: the lowest and highest
+value in it, which is the first thing to read in such a table.
+"""
+
+import sys
+
+
+def tables(lines):
+    """(start, end) line ranges of markdown tables: runs of lines starting with '|'."""
+    out, start = [], None
+    for i, line in enumerate(lines + [""]):
+        if line.startswith("|"):
+            if start is None:
+                start = i
+        elif start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def row(values):
+    return "| " + " | ".join(values) + " |"
+
+
+def merge(cur, prev, label):
+    head, rows = cells(cur[0]), [cells(line) for line in cur[2:]]
+    prev_head, prev_rows = cells(prev[0]), [cells(line) for line in prev[2:]]
+    if "backend" in head and "backend" in prev_head:
+        b, pb = head.index("backend"), prev_head.index("backend")
+        out = [cur[0], cur[1]]
+        for r in rows:
+            out.append(row(r))
+            if r[b] == "futexkit":
+                for p in prev_rows:
+                    if p[0] == r[0] and p[pb] == "futexkit":
+                        p = list(p)
+                        p[pb] = label
+                        out.append(row(p))
+        return out
+    if "futexkit" not in head or "futexkit" not in prev_head:
+        return cur
+    f, pf = head.index("futexkit"), prev_head.index("futexkit")
+    by_key = {p[0]: p for p in prev_rows}
+    out = [row(head[: f + 1] + [label] + head[f + 1 :]), row(["---"] * (len(head) + 1))]
+    for i, r in enumerate(rows):
+        p = by_key.get(r[0]) or (prev_rows[i] if i < len(prev_rows) else None)
+        value = p[pf] if p is not None and pf < len(p) else "-"
+        out.append(row(r[: f + 1] + [value] + r[f + 1 :]))
+    return out
+
+
+def summary(lines):
+    for s, e in tables(lines):
+        head = cells(lines[s])
+        if "futexkit / best" not in head:
+            continue
+        k = head.index("futexkit / best")
+        values = []
+        for line in lines[s + 2 : e]:
+            try:
+                values.append(float(cells(line)[k]))
+            except (ValueError, IndexError):
+                pass
+        if values:
+            caption = next((lines[i] for i in range(s - 1, -1, -1) if lines[i].strip()), "")
+            print(
+                f"- {caption.rstrip(':')}: futexkit / best from {min(values):.2f} to "
+                f"{max(values):.2f} over {len(values)} rows (above 1: futexkit ahead)."
+            )
+
+
+def main():
+    if sys.argv[1] == "summary":
+        summary(open(sys.argv[2]).read().splitlines())
+        return
+    cur = open(sys.argv[2]).read().splitlines()
+    prev = open(sys.argv[3]).read().splitlines()
+    label = sys.argv[4]
+    prev_tables = tables(prev)
+    out, last = [], 0
+    for k, (s, e) in enumerate(tables(cur)):
+        out.extend(cur[last:s])
+        if k < len(prev_tables):
+            ps, pe = prev_tables[k]
+            out.extend(merge(cur[s:e], prev[ps:pe], label))
+        else:
+            out.extend(cur[s:e])
+        last = e
+    out.extend(cur[last:])
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
