@@ -16,17 +16,25 @@
 //!   It never yields its CPU instead of sleeping: a yield queues the waiter behind whatever
 //!   else is runnable, which costs a server's tail latency (`docs/design.md`, "Spinning").
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
-//!   FlipCall) learns how long its recent waits lasted, glibc-style (`learned += (sample -
-//!   learned) / 8`), and spins about twice that, never more than [`MAX_SPIN_NS`]: a partner that
-//!   answers quickly is caught spinning, one that answers slowly teaches the spinner to sleep
-//!   at once. The cap has to exceed a wake-up's cost on the machine at hand, or two partners
-//!   that both sleep can never learn that spinning would pay.
+//!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
+//!   spins about twice what it learned, never more than [`MAX_SPIN_NS`]: a partner that answers
+//!   within a sleep's length is caught spinning next time, one that answers slowly (beyond the
+//!   cap) teaches the spinner to sleep at once. The cap has to exceed a wake-up's cost on the
+//!   machine at hand, or two partners that both sleep can never learn that spinning would pay.
+//!   And the spinner forgets what it learned, and sleeps at once until sleeps teach it again,
+//!   when its spinning takes a CPU that another thread wants: when its thread was preempted
+//!   since its last sleep, or when a sleep was shorter than the spin before it (the answer
+//!   came just after the spin gave up, so the spin most likely kept the partner from running:
+//!   on a machine whose CPUs are all busy, the partner is often woken onto the spinner's own
+//!   CPU).
 //!
 //! Neither spins where it cannot pay: on a machine with one usable CPU (probed once,
 //! [`Capabilities::usable_cpus`](crate::futex::Capabilities::usable_cpus)), and a hand-off
-//! waiter not when [`max_spinners`] threads already spin on the same primitive or
-//! [`max_spinners_in_process`] on any. Nothing here reads a file, `/proc` or the environment,
-//! and a clock is read only by a hand-off waiter about to sleep.
+//! waiter not when [`max_spinners`] threads already spin on the same primitive. There is no
+//! limit across primitives: the pair of threads a hand-off serves may be in one process or in
+//! two, and must fare the same either way. Nothing here reads a file, `/proc` or the
+//! environment; a hand-off waiter reads a clock and its thread's preemption count only around
+//! a sleep.
 //!
 //! Under a model checker (`cfg(loom)`, `cfg(shuttle)`) the bounds shrink to one look, so that
 //! models stay small; the code around them is the same.
@@ -231,12 +239,24 @@ impl Spinner {
         result
     }
 
-    /// Tells the spinner how a wait that had to sleep turned out: `waited` is the whole wait,
-    /// spinning included. A short wait teaches it to spin longer next time; one beyond the cap
-    /// teaches it to spin less.
-    pub fn record_sleep(&self, waited: Duration) {
-        let ns = waited.as_nanos();
-        if ns <= u128::from(MAX_SPIN_NS) {
+    /// Tells the spinner how a wait that spun out its budget and then slept turned out:
+    /// `slept` is the sleep. The spinner forgets what it learned, and sleeps at once next time,
+    /// when spinning takes a CPU some other thread wants: when this thread was preempted since
+    /// its last sleep, or when the sleep was shorter than the spin before it (the answer came
+    /// just after the spin gave up: the spin most likely kept the partner from running, woken
+    /// onto this CPU or waiting for it). Otherwise a sleep within the cap teaches it to spin
+    /// longer, one beyond the cap to spin less.
+    pub fn record_sleep(&self, slept: Duration) {
+        self.learn_from_sleep(slept, preempted_since_last_sleep());
+    }
+
+    /// [`record_sleep`](Spinner::record_sleep)'s rule, `preempted` saying whether the thread
+    /// was preempted since its last sleep.
+    fn learn_from_sleep(&self, slept: Duration, preempted: bool) {
+        let ns = slept.as_nanos();
+        if preempted || ns < u128::from(self.budget_ns()) {
+            self.learned_ns.store(0, Ordering::Relaxed);
+        } else if ns <= u128::from(MAX_SPIN_NS) {
             self.learn(ns as u32);
         } else {
             self.learn(0);
@@ -335,37 +355,45 @@ pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
     THREAD_SPINNER.with(f)
 }
 
+std::thread_local! {
+    /// This thread's count of involuntary context switches at its last sleep.
+    static SWITCHES_AT_LAST_SLEEP: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether this thread was preempted (switched out involuntarily) since it last asked: then
+/// another runnable thread wanted its CPU, and spinning on it takes CPU time from someone. A
+/// thread of a pair on an otherwise idle machine is not preempted; on a machine whose CPUs are
+/// all wanted, a spinner is, soon. Asked after a sleep, which has already cost a system call.
+fn preempted_since_last_sleep() -> bool {
+    if cfg!(model) {
+        return false;
+    }
+    let now = crate::futex::sys::involuntary_switches();
+    SWITCHES_AT_LAST_SLEEP.with(|last| last.replace(now) < now)
+}
+
 /// A spin budget of `budget_ns` cut to `remaining`, the time left before a deadline.
 fn clamp_to_remaining(budget_ns: u32, remaining: Duration) -> u32 {
     u32::try_from(remaining.as_nanos()).map_or(budget_ns, |left| budget_ns.min(left))
 }
 
-/// A place among the hand-off waiters allowed to spin, in the process and on one spinner;
-/// given back when dropped, also if a caller's check panics.
+/// A place among the hand-off waiters allowed to spin on one spinner; given back when dropped,
+/// also if a caller's check panics.
 struct SpinnerSlot<'a> {
     spinner: &'a Spinner,
 }
 
 impl<'a> SpinnerSlot<'a> {
-    /// Takes a place if there is one: spinners across all primitives share the CPUs, so at
-    /// most half of the CPUs spin at once, or the partners being waited for find their CPUs
-    /// taken; and at most [`max_spinners`] on one primitive.
+    /// Takes a place if there is one: at most [`max_spinners`] threads spin on one primitive
+    /// (a crowd of spinners takes the CPUs of the thread they wait for).
     fn take(spinner: &'a Spinner) -> Option<SpinnerSlot<'a>> {
-        if SPINNING_IN_PROCESS.fetch_add(1, Ordering::Relaxed) >= max_spinners_in_process() {
-            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
         let max_here = max_spinners() as u16;
-        if spinner
+        spinner
             .spinning
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n < max_here).then_some(n + 1)
             })
-            .is_err()
-        {
-            SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
+            .ok()?;
         Some(SpinnerSlot { spinner })
     }
 }
@@ -373,22 +401,12 @@ impl<'a> SpinnerSlot<'a> {
 impl Drop for SpinnerSlot<'_> {
     fn drop(&mut self) {
         self.spinner.spinning.fetch_sub(1, Ordering::Relaxed);
-        SPINNING_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
     }
 }
-
-/// Hand-off waiters spinning now in this process, on any primitive.
-static SPINNING_IN_PROCESS: AtomicU32 = AtomicU32::new(0);
 
 /// How many hand-off waiters may spin on one primitive at once: half the usable CPUs, 1 to 4.
 pub fn max_spinners() -> u32 {
     (crate::futex::capabilities().usable_cpus() / 2).clamp(1, 4) as u32
-}
-
-/// How many hand-off waiters may spin at once in the whole process: half the usable CPUs, at
-/// least 1.
-pub fn max_spinners_in_process() -> u32 {
-    (crate::futex::capabilities().usable_cpus() / 2).max(1) as u32
 }
 
 /// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, measured once: x86's
@@ -486,20 +504,30 @@ mod tests {
     }
 
     #[test]
-    fn budget_is_bounded() {
+    fn sleeps_teach_the_budget() {
         let s = Spinner::new();
         assert!(s.budget_ns() <= MAX_SPIN_NS);
+        // Sleeps beyond the cap teach it not to spin.
         for _ in 0..100 {
-            s.record_sleep(Duration::from_secs(1));
+            s.learn_from_sleep(Duration::from_secs(1), false);
         }
-        // Long waits teach it not to spin.
         assert_eq!(s.budget_ns(), 0);
-        for _ in 0..100 {
-            s.record_sleep(Duration::from_micros(8));
+        if !spinning_can_pay() {
+            return;
         }
-        if spinning_can_pay() {
-            assert!(s.budget_ns() > MIN_SPIN_NS);
-        }
+        // Sleeps within the cap, and longer than the spin before them, teach it to spin.
+        s.learn_from_sleep(Duration::from_micros(60), false);
+        s.learn_from_sleep(Duration::from_micros(60), false);
+        let budget = s.budget_ns();
+        assert!(budget > 0 && budget <= MAX_SPIN_NS);
+        // A sleep shorter than the spin before it: the spin kept the partner from running.
+        s.learn_from_sleep(Duration::from_nanos(u64::from(budget) / 2), false);
+        assert_eq!(s.budget_ns(), 0, "forgotten");
+        // Preemption since the last sleep: other threads want the CPU.
+        s.learn_from_sleep(Duration::from_micros(60), false);
+        assert!(s.budget_ns() > 0);
+        s.learn_from_sleep(Duration::from_micros(60), true);
+        assert_eq!(s.budget_ns(), 0, "forgotten after a preemption");
     }
 
     #[test]

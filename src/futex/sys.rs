@@ -226,6 +226,19 @@ pub(crate) fn usable_cpus() -> usize {
     }
 }
 
+/// How many times the calling thread has been switched out involuntarily (preempted) since it
+/// started: `getrusage(RUSAGE_THREAD)`'s `ru_nivcsw`; 0 if the call fails.
+pub(crate) fn involuntary_switches() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, which we own; RUSAGE_THREAD is a valid
+    // `who` on Linux since 2.6.26.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return 0;
+    }
+    usage.ru_nivcsw as u64
+}
+
 /// The running kernel's release string (`uname -r`).
 pub(crate) fn kernel_release() -> String {
     rustix::system::uname()
