@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use flipcall::{Client, Mechanism, Placement, MAX_PAYLOAD, PAYLOADS};
+use flipcall::{AnyEndpoint, Client, Mechanism, Placement, MAX_PAYLOAD, PAYLOADS};
 use futexkit::flipcall::{Endpoint, Error, PacketWindow};
 use pingpong::BackgroundLoad;
 
@@ -43,7 +43,8 @@ fn main() {
     let window = PacketWindow::new(MAX_PAYLOAD).expect("packet window");
     let mut server_process = spawn_server(&window);
     let mut exec_client =
-        Client::with_endpoint(Endpoint::client(&window).unwrap()).expect("connect");
+        Client::with_endpoint(AnyEndpoint::Shared(Endpoint::client(&window).unwrap()))
+            .expect("connect");
     println!(
         "server process {} started with the window's fd; connected\n",
         server_process.id()
@@ -163,7 +164,7 @@ fn serve(fd: i32) {
 }
 
 fn demonstrate_peer_death(mut client: Client, server_process: &mut Child) {
-    let endpoint = client.endpoint().expect("flipcall client");
+    let endpoint = client.shared_endpoint().expect("flipcall client");
     println!(
         "peer death: the server holds a call; SIGKILL it 55 ms in (peers are checked every 10 ms)"
     );
@@ -178,7 +179,7 @@ fn demonstrate_peer_death(mut client: Client, server_process: &mut Child) {
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         })
     };
-    endpoint.data_mut()[0] = HANG;
+    endpoint.write_from(0, &[HANG]);
     let result = endpoint.send_recv_timeout(1, Duration::from_secs(10));
     let noticed = Instant::now();
     killer.join().unwrap();

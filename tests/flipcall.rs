@@ -11,17 +11,19 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use futexkit::flipcall::{self, Endpoint, Error, PacketWindow, Violation};
+use futexkit::futex::Scope;
 
 /// A bound on every wait in these tests: reaching it means a hang, which is a failure.
 const HANG: Duration = Duration::from_secs(20);
 
 /// Serves until shutdown: replies with the request's bytes reversed, plus one byte (the request
 /// length mod 251) when there is room.
-fn serve_reversing(server: &mut Endpoint) -> Result<(), Error> {
+fn serve_reversing<S: Scope>(server: &mut Endpoint<S>) -> Result<(), Error> {
     let mut len = server.recv_first()?;
+    let mut data = vec![0; server.capacity()];
     loop {
         let capacity = server.capacity();
-        let data = server.data_mut();
+        server.read_into(0, &mut data[..len]);
         data[..len].reverse();
         let reply = if len < capacity {
             data[len] = (len % 251) as u8;
@@ -29,6 +31,7 @@ fn serve_reversing(server: &mut Endpoint) -> Result<(), Error> {
         } else {
             len
         };
+        server.write_from(0, &data[..reply]);
         len = match server.send_recv(reply) {
             Ok(len) => len,
             Err(Error::Shutdown) => return Ok(()),
@@ -42,25 +45,23 @@ fn pattern(len: usize, seed: usize) -> Vec<u8> {
 }
 
 /// One call from `client`, checking the reversed reply byte for byte.
-fn checked_call(client: &mut Endpoint, len: usize, seed: usize) {
+fn checked_call<S: Scope>(client: &mut Endpoint<S>, len: usize, seed: usize) {
     let sent = pattern(len, seed);
-    client.data_mut()[..len].copy_from_slice(&sent);
+    client.write_from(0, &sent);
     let reply_len = client.send_recv(len).unwrap();
     let capacity = client.capacity();
     assert_eq!(reply_len, if len < capacity { len + 1 } else { len });
+    let mut reply = vec![0; reply_len];
+    client.read_into(0, &mut reply);
     let mut expected = sent;
     expected.reverse();
-    assert_eq!(
-        &client.data()[..len],
-        &expected[..],
-        "payload of {len} bytes"
-    );
+    assert_eq!(&reply[..len], &expected[..], "payload of {len} bytes");
     if len < capacity {
-        assert_eq!(client.data()[len], (len % 251) as u8);
+        assert_eq!(reply[len], (len % 251) as u8);
     }
 }
 
-fn exercise_every_size(mut client: Endpoint, mut server: Endpoint) {
+fn exercise_every_size<S: Scope>(mut client: Endpoint<S>, mut server: Endpoint<S>) {
     let server = thread::spawn(move || serve_reversing(&mut server));
     client.connect().unwrap();
     let capacity = client.capacity();
@@ -159,8 +160,19 @@ fn roles_are_claimed_once_and_calls_out_of_turn_are_refused() {
     assert!(matches!(server.send_recv(0), Err(Error::WrongTurn)));
     assert!(matches!(server.recv(), Err(Error::WrongTurn)));
     assert!(!client.holds_turn());
+    let mut buf = [0u8; 1];
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        client.read_into(0, &mut buf);
+    }));
+    assert!(result.is_err(), "read_into() out of turn must panic");
+
+    let (mut client, _server) = flipcall::pair(16).unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.data().len()));
     assert!(result.is_err(), "data() out of turn must panic");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        client.write_from(0, &[1]);
+    }));
+    assert!(result.is_err(), "write_from() out of turn must panic");
 }
 
 #[test]
@@ -486,7 +498,7 @@ fn a_scribbling_peer_never_crashes_or_hangs_a_caller() {
             let _ = server.recv_timeout(short);
             if server.holds_turn() {
                 let n = server.capacity();
-                server.data_mut().fill(0xaa);
+                server.write_from(0, &vec![0xaa; n]);
                 let _ = server.send_recv_timeout(n, short);
             }
         }
@@ -542,6 +554,232 @@ fn adopting_a_window_checks_seals_and_header() {
     assert!(matches!(
         PacketWindow::new(flipcall::MAX_CAPACITY + 1),
         Err(Error::TooLong { .. })
+    ));
+}
+
+#[test]
+fn copies_check_their_bounds() {
+    let (mut client, server) = flipcall::pair(16).unwrap();
+    let _server = thread::spawn(move || {
+        let mut server = server;
+        let _ = server.recv_first();
+        server
+    });
+    client.connect_timeout(HANG).unwrap();
+    client.write_from(16, &[]);
+    client.write_from(10, &[1; 6]);
+    let mut six = [0; 6];
+    client.read_into(10, &mut six);
+    assert_eq!(six, [1; 6]);
+    for (offset, len) in [(11, 6), (17, 0), (usize::MAX, 2)] {
+        let mut buf = vec![0; len];
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            client.read_into(offset, &mut buf);
+        }));
+        assert!(read.is_err(), "read_into({offset}, {len} bytes) must panic");
+        let write = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            client.write_from(offset, &buf);
+        }));
+        assert!(
+            write.is_err(),
+            "write_from({offset}, {len} bytes) must panic"
+        );
+    }
+}
+
+#[test]
+fn copies_of_every_alignment_and_length_are_exact() {
+    // The shared window's copies go word by word where aligned and byte by byte at the edges.
+    let window = PacketWindow::new(100).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut server = Endpoint::server(&window).unwrap();
+    server.recv_first_timeout(Duration::ZERO).unwrap_err();
+    client.connect_timeout(HANG).unwrap();
+    for offset in 0..24 {
+        for len in 0..=(100 - offset).min(40) {
+            let fill = vec![0xee; 100];
+            client.write_from(0, &fill);
+            let sent = pattern(len, offset);
+            client.write_from(offset, &sent);
+            let mut all = vec![0; 100];
+            client.read_into(0, &mut all);
+            assert_eq!(&all[offset..offset + len], &sent[..], "at {offset}+{len}");
+            assert!(
+                all[..offset].iter().all(|&b| b == 0xee),
+                "before {offset}+{len}"
+            );
+            assert!(
+                all[offset + len..].iter().all(|&b| b == 0xee),
+                "after {offset}+{len}"
+            );
+            let mut back = vec![0; len];
+            client.read_into(offset, &mut back);
+            assert_eq!(back, sent);
+        }
+    }
+}
+
+#[test]
+fn a_peer_rewriting_the_payload_during_a_copy_yields_only_bytes_it_wrote() {
+    const CAP: usize = 64 * 1024;
+    let window = PacketWindow::new(CAP).unwrap();
+    let peer = Scribbler::new(&window);
+    let mut client = Endpoint::client(&window).unwrap();
+    peer.write(STATE_OFFSET, 1); // the client's turn, as a server's recv_first would leave it
+    client.connect_timeout(HANG).unwrap();
+    client.write_from(0, &[0x55; CAP]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rewriter = {
+        let stop = std::sync::Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut rounds = 0u64;
+            // Out of turn, the peer flips the whole area between two patterns, with stores of
+            // every width and alignment.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || rounds < 2 {
+                let byte = if rounds % 2 == 0 { 0xaa } else { 0x55 };
+                let word = u32::from_ne_bytes([byte; 4]);
+                for offset in (0..CAP).step_by(4) {
+                    peer.write(128 + offset, word);
+                }
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let mut torn = 0;
+    let mut buf = vec![0u8; CAP];
+    for round in 0..200 {
+        let offset = round % 13;
+        client.read_into(offset, &mut buf[..CAP - offset]);
+        assert!(
+            buf[..CAP - offset].iter().all(|&b| b == 0xaa || b == 0x55),
+            "a byte the peer never wrote"
+        );
+        torn += usize::from(buf[..CAP - offset].windows(2).any(|w| w[0] != w[1]));
+        client.write_from(offset, &buf[..CAP - offset]);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = rewriter.join().unwrap();
+    println!("{rounds} rewrites, {torn} of 200 copies saw two patterns");
+}
+
+#[test]
+fn a_peer_punching_holes_gets_protocol_errors_never_a_crash() {
+    // The peer frees pages of the window's file (the header's, the data's) while calls run:
+    // they read back as zeros, which the protocol reports, and a futex call on a page that is
+    // gone at that instant reports PageRemoved rather than an I/O error.
+    const CAP: usize = 3 * 4096;
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    let started = Instant::now();
+    let mut windows: u64 = 0;
+    while windows < 20 || (windows < 2000 && started.elapsed() < Duration::from_secs(2)) {
+        windows += 1;
+        let window = PacketWindow::new(CAP).unwrap();
+        let adopted = PacketWindow::from_fd(window.fd().try_clone_to_owned().unwrap()).unwrap();
+        let hole_fd = window.fd().try_clone_to_owned().unwrap();
+        let mut client = Endpoint::client(&window).unwrap();
+        let mut server = Endpoint::server(&adopted).unwrap();
+        let short = Duration::from_millis(20);
+        let server_thread = thread::spawn(move || -> Result<(), Error> {
+            let mut buf = vec![0u8; CAP];
+            let mut len = server.recv_first_timeout(short)?;
+            loop {
+                server.read_into(0, &mut buf[..len]);
+                server.write_from(0, &buf[..len]);
+                len = server.send_recv_timeout(len, short)?;
+            }
+        });
+        let calls_running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let puncher = thread::spawn({
+            let calls_running = std::sync::Arc::clone(&calls_running);
+            move || {
+                // Once calls flow, punch one page (the window number picks which), then the rest.
+                while !calls_running.load(std::sync::atomic::Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                thread::sleep(Duration::from_micros(50 * (windows % 7)));
+                let page = (windows % 4) * 4096;
+                for (offset, len) in [(page, 4096), (0, (CAP + 128) as u64)] {
+                    rustix::fs::fallocate(
+                        &hole_fd,
+                        rustix::fs::FallocateFlags::PUNCH_HOLE
+                            | rustix::fs::FallocateFlags::KEEP_SIZE,
+                        offset,
+                        len,
+                    )
+                    .unwrap();
+                    thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        client.connect_timeout(HANG).unwrap();
+        // Calls until one fails, or until a few after the punching ended (a page punched out
+        // at a quiet moment can leave nothing the protocol notices).
+        let mut calls_after_punching = 0;
+        let outcome = loop {
+            client.write_from(0, &[0x5a; CAP]);
+            match client.send_recv_timeout(CAP, short) {
+                Ok(len) => assert!(len <= CAP),
+                Err(err) => break Some(err),
+            }
+            calls_running.store(true, std::sync::atomic::Ordering::Release);
+            if puncher.is_finished() {
+                calls_after_punching += 1;
+                if calls_after_punching == 3 {
+                    break None;
+                }
+            }
+        };
+        puncher.join().unwrap();
+        drop(client);
+        let server_outcome = server_thread.join().unwrap().err();
+        for err in [outcome, server_outcome] {
+            let Some(err) = err else {
+                *outcomes.entry("survived".to_string()).or_default() += 1;
+                continue;
+            };
+            match err {
+                Error::Protocol(_) | Error::TimedOut | Error::Shutdown => {}
+                other => panic!("a punched window gave {other:?}"),
+            }
+            let name = format!("{err:?}");
+            let name = name.split('(').take(2).collect::<Vec<_>>().join("(");
+            *outcomes.entry(name).or_default() += 1;
+        }
+    }
+    println!("{windows} windows punched; outcomes: {outcomes:?}");
+}
+
+#[test]
+fn a_futex_fault_on_a_window_is_a_protocol_error() {
+    assert!(matches!(
+        Error::from(futexkit::futex::Error::Fault),
+        Error::Protocol(Violation::PageRemoved)
+    ));
+    assert!(matches!(
+        Error::from(futexkit::futex::Error::OutOfMemory),
+        Error::Io(_)
+    ));
+}
+
+#[test]
+fn a_hugetlb_window_is_refused() {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING | MemfdFlags::HUGETLB;
+    let fd = match rustix::fs::memfd_create("hugetlb-window", flags) {
+        Ok(fd) => fd,
+        Err(err) => {
+            // A kernel built without hugetlbfs cannot make one: nothing to refuse.
+            println!("no hugetlb memfd on this kernel ({err}); skipping");
+            return;
+        }
+    };
+    // Sized to one huge page when the pool allows it; refused before any mapping either way.
+    let _ = rustix::fs::ftruncate(&fd, 2 << 20);
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
+    assert!(matches!(
+        PacketWindow::from_fd(fd),
+        Err(Error::Protocol(Violation::NotShmem))
     ));
 }
 

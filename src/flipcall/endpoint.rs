@@ -33,13 +33,14 @@
 //! slice, and the fast path (no sleep) never pays for it. In one process, dropping an endpoint
 //! (also by unwinding) shuts the channel down.
 
+use core::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::{Error, Violation};
 use super::window::{Region, CLIENT_ROLE, SERVER_ROLE};
 use crate::atomic::{AtomicU32, Ordering};
-use crate::futex::{Deadline, Futex, Private, Scope, Shared};
+use crate::futex::{Deadline, Futex, Private, Scope, ScopeKind, Shared};
 use crate::spin::Spinner;
 use crate::swap::{self, SwapMode};
 
@@ -147,45 +148,56 @@ impl Seen {
 
 /// One side of a FlipCall channel.
 ///
-/// Made by [`pair`](super::pair) (both sides in one process) or by [`Endpoint::client`] /
-/// [`Endpoint::server`] on a [`PacketWindow`](super::PacketWindow). Calls take `&mut self`, and
-/// [`data`](Endpoint::data) / [`data_mut`](Endpoint::data_mut) borrow the endpoint, so the data
-/// area cannot be touched while the turn is handed over. Dropping an endpoint shuts the channel
-/// down.
-pub struct Endpoint {
+/// The scope says where the peer is, as for a [`Futex`]:
+///
+/// * `Endpoint<Private>` (the default) comes from [`pair`](super::pair): the peer is a thread of
+///   this process, so the data area is plain memory lent out as slices
+///   ([`data`](Endpoint::data), [`data_mut`](Endpoint::data_mut)).
+/// * `Endpoint<Shared>` comes from [`Endpoint::client`] / [`Endpoint::server`] on a
+///   [`PacketWindow`](super::PacketWindow): the peer may be another process, which can write the
+///   area at any moment, so safe code only copies in and out of it
+///   ([`read_into`](Endpoint::read_into), [`write_from`](Endpoint::write_from)), and a slice
+///   view is `unsafe` ([`data_unchecked`](Endpoint::data_unchecked)).
+///
+/// Calls take `&mut self` and every data accessor borrows the endpoint, so the data area cannot
+/// be touched while the turn is handed over. Dropping an endpoint shuts the channel down.
+pub struct Endpoint<S: Scope = Private> {
     region: Arc<Region>,
     role: Role,
     phase: Phase,
     spinner: Spinner,
     #[cfg(not(model))]
     peer: super::peer::PeerWatch,
+    scope: PhantomData<fn() -> S>,
 }
 
 // A compile-time reminder: endpoints move between threads (a server thread), the region is
 // Send + Sync, the rest is plain data.
 const _: fn() = || {
     fn assert_send<T: Send>() {}
-    assert_send::<Endpoint>();
+    assert_send::<Endpoint<Private>>();
+    assert_send::<Endpoint<Shared>>();
 };
 
-impl core::fmt::Debug for Endpoint {
+impl<S: Scope> core::fmt::Debug for Endpoint<S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Endpoint")
             .field("role", &self.role)
+            .field("scope", &S::KIND)
             .field("phase", &self.phase)
             .field("capacity", &self.capacity())
             .finish_non_exhaustive()
     }
 }
 
-impl Endpoint {
+#[cfg(not(model))]
+impl Endpoint<Shared> {
     /// The client endpoint of `window` (one per window).
     ///
     /// # Errors
     ///
     /// [`Error::RoleTaken`] if the window already has a client.
-    #[cfg(not(model))]
-    pub fn client(window: &super::PacketWindow) -> Result<Endpoint, Error> {
+    pub fn client(window: &super::PacketWindow) -> Result<Endpoint<Shared>, Error> {
         Endpoint::claim(Arc::clone(&window.region), Role::Client)
     }
 
@@ -194,12 +206,80 @@ impl Endpoint {
     /// # Errors
     ///
     /// [`Error::RoleTaken`] if the window already has a server.
-    #[cfg(not(model))]
-    pub fn server(window: &super::PacketWindow) -> Result<Endpoint, Error> {
+    pub fn server(window: &super::PacketWindow) -> Result<Endpoint<Shared>, Error> {
         Endpoint::claim(Arc::clone(&window.region), Role::Server)
     }
 
-    pub(crate) fn claim(region: Arc<Region>, role: Role) -> Result<Endpoint, Error> {
+    /// The data area as a slice, without a copy.
+    ///
+    /// # Safety
+    ///
+    /// For as long as the slice lives, nothing may write the data area: the caller must know
+    /// that the peer follows the protocol (it does not write while this side holds the turn),
+    /// for example because it is this same program in a process the caller started and trusts.
+    /// A peer that writes anyway makes this a data race, which is undefined behaviour: use
+    /// [`read_into`](Endpoint::read_into) for a peer you do not trust.
+    ///
+    /// # Panics
+    ///
+    /// If this side does not hold the turn.
+    pub unsafe fn data_unchecked(&self) -> &[u8] {
+        self.assert_holding("data_unchecked");
+        // SAFETY: `capacity` bytes that live as long as the region we hold; the caller
+        // guarantees nothing writes them while the borrow of `self` lasts, and handing the turn
+        // over (which lets an honest peer write) needs `&mut self`.
+        unsafe { core::slice::from_raw_parts(self.region.data_ptr(), self.capacity()) }
+    }
+
+    /// The data area as a mutable slice, without a copy.
+    ///
+    /// # Safety
+    ///
+    /// As [`data_unchecked`](Endpoint::data_unchecked): nothing else may read or write the area
+    /// while the slice lives, which a peer that follows the protocol guarantees.
+    ///
+    /// # Panics
+    ///
+    /// If this side does not hold the turn.
+    pub unsafe fn data_mut_unchecked(&mut self) -> &mut [u8] {
+        self.assert_holding("data_mut_unchecked");
+        // SAFETY: as in `data_unchecked`, with `&mut self` making this the only borrow through
+        // this endpoint.
+        unsafe { core::slice::from_raw_parts_mut(self.region.data_ptr(), self.capacity()) }
+    }
+}
+
+impl Endpoint<Private> {
+    /// The data area, to read the message just received.
+    ///
+    /// # Panics
+    ///
+    /// If this side does not hold the turn: the peer may be writing the area.
+    pub fn data(&self) -> &[u8] {
+        self.assert_holding("data");
+        // SAFETY: the area is `capacity` bytes that live as long as the region we hold. The
+        // peer is the other endpoint of an in-process pair, which touches the area only while
+        // it holds the turn (every accessor checks its phase); this side holds it, and handing
+        // it over needs `&mut self`, which ends this borrow first.
+        unsafe { core::slice::from_raw_parts(self.region.data_ptr(), self.capacity()) }
+    }
+
+    /// The data area, to write the next message.
+    ///
+    /// # Panics
+    ///
+    /// If this side does not hold the turn.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.assert_holding("data_mut");
+        // SAFETY: as in `data`; `&mut self` makes this the only borrow through this endpoint,
+        // and the peer endpoint does not touch the area while we hold the turn.
+        unsafe { core::slice::from_raw_parts_mut(self.region.data_ptr(), self.capacity()) }
+    }
+}
+
+impl<S: Scope> Endpoint<S> {
+    pub(crate) fn claim(region: Arc<Region>, role: Role) -> Result<Endpoint<S>, Error> {
+        debug_assert_eq!(region.is_shared(), S::KIND == ScopeKind::Shared);
         let header = region.header();
         if header.roles.fetch_or(role.bit(), Ordering::AcqRel) & role.bit() != 0 {
             return Err(Error::RoleTaken);
@@ -213,6 +293,7 @@ impl Endpoint {
             spinner: Spinner::new(),
             #[cfg(not(model))]
             peer,
+            scope: PhantomData,
         })
     }
 
@@ -226,38 +307,67 @@ impl Endpoint {
         self.region.capacity()
     }
 
-    /// Whether this side holds the turn (and so may use [`data`](Endpoint::data)).
+    /// Whether this side holds the turn (and so may use the data area).
     pub fn holds_turn(&self) -> bool {
         self.phase == Phase::Holding
     }
 
-    /// The data area, to read the message just received.
+    /// Copies `dst.len()` bytes of the data area, starting at `offset`, into `dst`: to read the
+    /// message just received.
+    ///
+    /// With a peer in another process, each byte is one the area held at some moment during the
+    /// copy: a peer that writes out of turn can garble the message, as any sender of bytes can,
+    /// but cannot make the copy misbehave.
+    ///
+    /// ```
+    /// use futexkit::flipcall::{Endpoint, PacketWindow};
+    ///
+    /// let window = PacketWindow::new(64)?;
+    /// let (mut client, mut server) = (Endpoint::client(&window)?, Endpoint::server(&window)?);
+    /// let echo = std::thread::spawn(move || -> Result<(), futexkit::flipcall::Error> {
+    ///     let len = server.recv_first()?;
+    ///     let mut request = vec![0; len];
+    ///     server.read_into(0, &mut request);
+    ///     request.reverse();
+    ///     server.write_from(0, &request);
+    ///     server.send_last(len)
+    /// });
+    /// client.connect()?;
+    /// client.write_from(0, b"abc");
+    /// let len = client.send_recv(3)?;
+    /// let mut reply = [0; 3];
+    /// client.read_into(0, &mut reply[..len]);
+    /// assert_eq!(&reply, b"cba");
+    /// echo.join().unwrap()?;
+    /// # Ok::<(), futexkit::flipcall::Error>(())
+    /// ```
     ///
     /// # Panics
     ///
-    /// If this side does not hold the turn: the peer may be writing the area.
-    pub fn data(&self) -> &[u8] {
-        self.assert_holding("data");
-        // SAFETY: the area is `capacity` bytes that live as long as the region we hold. This
-        // side holds the turn, so a peer that follows the protocol does not write it until we
-        // hand the turn over, which needs `&mut self` and so ends this borrow. A peer process
-        // that breaks the protocol can still change the bytes under us: see "Memory model" in
-        // the module documentation for why that yields garbage bytes but not undefined
-        // behaviour in practice.
-        unsafe { core::slice::from_raw_parts(self.region.data_ptr(), self.capacity()) }
+    /// If this side does not hold the turn, or the range goes past [`capacity`](Endpoint::capacity).
+    pub fn read_into(&self, offset: usize, dst: &mut [u8]) {
+        self.assert_holding("read_into");
+        self.assert_in_bounds(offset, dst.len());
+        self.region.copy_out(offset, dst);
     }
 
-    /// The data area, to write the next message.
+    /// Copies `src` into the data area at `offset`: to write the next message.
     ///
     /// # Panics
     ///
-    /// If this side does not hold the turn.
-    pub fn data_mut(&mut self) -> &mut [u8] {
-        self.assert_holding("data_mut");
-        // SAFETY: as in `data`; `&mut self` makes this the only borrow through this endpoint,
-        // and the peer endpoint (the only other user of the region's data) does not touch the
-        // area while we hold the turn, if it follows the protocol.
-        unsafe { core::slice::from_raw_parts_mut(self.region.data_ptr(), self.capacity()) }
+    /// If this side does not hold the turn, or the range goes past [`capacity`](Endpoint::capacity).
+    pub fn write_from(&mut self, offset: usize, src: &[u8]) {
+        self.assert_holding("write_from");
+        self.assert_in_bounds(offset, src.len());
+        self.region.copy_in(offset, src);
+    }
+
+    fn assert_in_bounds(&self, offset: usize, len: usize) {
+        let capacity = self.capacity();
+        assert!(
+            offset <= capacity && len <= capacity - offset,
+            "flipcall: range {offset}..{offset}+{len} beyond the data area's {capacity} bytes"
+        );
     }
 
     fn assert_holding(&self, what: &str) {
@@ -331,7 +441,7 @@ impl Endpoint {
     }
 
     /// Hands the first `len` bytes of the data area to the peer and waits for its reply; returns
-    /// the reply's length (its bytes are in [`data`](Endpoint::data)).
+    /// the reply's length (its bytes are in the data area).
     ///
     /// ```
     /// let (mut client, mut server) = futexkit::flipcall::pair(64)?;
@@ -479,6 +589,16 @@ impl Endpoint {
         Err(Violation::Unsettled(current).into())
     }
 
+    /// The window's state word as a futex of this endpoint's scope.
+    fn futex(&self) -> &Futex<S> {
+        Futex::from_atomic(&self.region.header().state)
+    }
+
+    /// Whether the peer may be another process (and so may die without a word).
+    fn crosses_processes(&self) -> bool {
+        S::KIND == ScopeKind::Shared
+    }
+
     /// Kernel FUTEX_SWAP: wakes the sleeping peer and sleeps in one call (one slice at most);
     /// `wait_for_turn` looks at the word next. Should the call fail before its wake half, the
     /// peer is woken the ordinary way.
@@ -494,7 +614,8 @@ impl Endpoint {
             return Ok(());
         }
         let slice = self.slice_deadline(deadline);
-        match with_futex(&self.region, |futex| futex.swap_kernel(asleep, slice)) {
+        let futex = self.futex();
+        match swap::swap_in(SwapMode::Kernel, futex, asleep, futex, slice) {
             Ok(()) | Err(crate::futex::Error::ValueChanged) => Ok(()),
             Err(crate::futex::Error::TimedOut) => self.check_peer(),
             Err(_) => {
@@ -506,7 +627,7 @@ impl Endpoint {
 
     #[cold]
     fn wake_peer(&self) {
-        let _ = with_futex(&self.region, |futex| futex.wake(1));
+        let _ = self.futex().wake(1);
     }
 
     /// Waits until the turn is this side's, while the peer holds `pending`; returns the length
@@ -569,12 +690,12 @@ impl Endpoint {
                 // Open the peer's pidfd before the first sleep, not at the first check, to
                 // narrow the window in which its pid could be reused.
                 #[cfg(not(model))]
-                if self.region.is_shared() {
+                if self.crosses_processes() {
                     self.peer.watch(self.region.header());
                 }
             }
             let slice = self.slice_deadline(deadline);
-            match with_futex(&self.region, |futex| futex.wait(current | SLEEPING, slice)) {
+            match self.futex().wait(current | SLEEPING, slice) {
                 Ok(()) | Err(crate::futex::Error::ValueChanged) => {}
                 Err(crate::futex::Error::TimedOut) => {
                     if deadline.is_some_and(|d| d.has_passed()) {
@@ -599,8 +720,7 @@ impl Endpoint {
     /// The deadline for the next sleep: the caller's, cut to one peer-check interval when the
     /// peer is another process.
     fn slice_deadline(&self, deadline: Option<Deadline>) -> Option<Deadline> {
-        #[cfg(not(model))]
-        if self.region.is_shared() {
+        if self.crosses_processes() {
             let slice = Deadline::after(PEER_CHECK_INTERVAL);
             return Some(match deadline {
                 Some(d) if d.remaining() < PEER_CHECK_INTERVAL => d,
@@ -612,60 +732,30 @@ impl Endpoint {
 
     fn check_peer(&mut self) -> Result<(), Error> {
         #[cfg(not(model))]
-        if self.region.is_shared() && !self.peer.check(self.region.header()) {
+        if self.crosses_processes() && !self.peer.check(self.region.header()) {
             return Err(Error::PeerDied);
         }
         Ok(())
     }
 }
 
-impl Drop for Endpoint {
+impl<S: Scope> Drop for Endpoint<S> {
     fn drop(&mut self) {
         shut_down(&self.region);
     }
 }
 
-/// Runs `f` on the window's state word viewed as a futex of the right scope.
-fn with_futex<R>(region: &Region, f: impl FnOnce(&dyn FutexOps) -> R) -> R {
-    let state: &AtomicU32 = &region.header().state;
-    if region.is_shared() {
-        f(Futex::<Shared>::from_atomic(state))
-    } else {
-        f(Futex::<Private>::from_atomic(state))
-    }
-}
-
-/// The futex operations the protocol uses, for either scope.
-trait FutexOps {
-    fn wait(&self, expected: u32, deadline: Option<Deadline>) -> Result<(), crate::futex::Error>;
-    fn wake(&self, n: u32) -> Result<usize, crate::futex::Error>;
-    fn swap_kernel(
-        &self,
-        expected: u32,
-        deadline: Option<Deadline>,
-    ) -> Result<(), crate::futex::Error>;
-}
-
-impl<S: Scope> FutexOps for Futex<S> {
-    fn wait(&self, expected: u32, deadline: Option<Deadline>) -> Result<(), crate::futex::Error> {
-        Futex::wait(self, expected, deadline)
-    }
-    fn wake(&self, n: u32) -> Result<usize, crate::futex::Error> {
-        Futex::wake(self, n)
-    }
-    fn swap_kernel(
-        &self,
-        expected: u32,
-        deadline: Option<Deadline>,
-    ) -> Result<(), crate::futex::Error> {
-        swap::swap_in(SwapMode::Kernel, self, expected, self, deadline)
-    }
-}
-
+/// Sets `SHUTDOWN` and wakes everyone waiting on the window (a shutdown handle does not know
+/// the endpoints' scope: the region does).
 fn shut_down(region: &Region) {
-    let previous = region.header().state.fetch_or(SHUTDOWN, Ordering::AcqRel);
+    let state: &AtomicU32 = &region.header().state;
+    let previous = state.fetch_or(SHUTDOWN, Ordering::AcqRel);
     if previous & SHUTDOWN == 0 {
-        let _ = with_futex(region, |futex| futex.wake(u32::MAX));
+        let _ = if region.is_shared() {
+            Futex::<Shared>::from_atomic(state).wake(u32::MAX)
+        } else {
+            Futex::<Private>::from_atomic(state).wake(u32::MAX)
+        };
     }
 }
 

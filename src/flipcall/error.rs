@@ -57,6 +57,12 @@ pub enum Violation {
     /// The window's file is not sealed against shrinking, so its owner could make our accesses
     /// fault (SIGBUS).
     NotSealed,
+    /// The window's file is not plain shared memory (a memfd on shmem): on hugetlbfs, say, a
+    /// peer that punches a hole could make our accesses fault (SIGBUS).
+    NotShmem,
+    /// The kernel could not read the window's state word (`EFAULT` from a futex call): the peer
+    /// removed its page (punched a hole in the file) at the wrong moment.
+    PageRemoved,
 }
 
 impl fmt::Display for Error {
@@ -99,6 +105,10 @@ impl fmt::Display for Violation {
             }
             Violation::BadHeader(what) => write!(f, "bad window header: {what}"),
             Violation::NotSealed => f.write_str("window file not sealed against shrinking"),
+            Violation::NotShmem => f.write_str("window file is not a plain shared-memory memfd"),
+            Violation::PageRemoved => {
+                f.write_str("the kernel could not read the state word (page removed by the peer)")
+            }
         }
     }
 }
@@ -119,8 +129,14 @@ impl From<std::io::Error> for Error {
 }
 
 impl From<crate::futex::Error> for Error {
+    /// A futex call on a window word fails with [`Fault`](crate::futex::Error::Fault) only when
+    /// the peer removed the word's page under us: a [`Violation::PageRemoved`], not an I/O
+    /// error. Other failures are reported as [`Error::Io`].
     fn from(err: crate::futex::Error) -> Error {
-        Error::Io(err.into())
+        match err {
+            crate::futex::Error::Fault => Error::Protocol(Violation::PageRemoved),
+            err => Error::Io(err.into()),
+        }
     }
 }
 

@@ -45,23 +45,44 @@
 //! # Ok::<(), Error>(())
 //! ```
 //!
-//! ## Untrusted peers and the memory model
+//! ## Threat model: a peer process is untrusted
 //!
-//! A peer process can write anything into the window at any time. Everything futexkit reads
-//! from it is read with atomics, once, and validated before use: the state word against the
-//! protocol ([`Violation::UnknownState`], [`Violation::TurnTaken`]), the message length against
-//! the capacity this process measured itself ([`Violation::LengthOutOfRange`]), the header and
-//! file size and seals when a window is adopted. Waits are bounded by the caller's deadline and
-//! by the peer checks, so a lying peer can make calls fail but cannot make them hang past a
-//! deadline, index out of bounds, or truncate the file under our mapping (it is sealed).
+//! With a [`PacketWindow`] the peer may be another process, buggy or hostile, which can write
+//! anything into the window at any moment, punch holes in its file, stop answering, flood, or
+//! die. What it can make the honest side see:
 //!
-//! The data area is plain bytes handed out as `&[u8]`/`&mut [u8]` while this side holds the
-//! turn, with the Release/Acquire pair on the state word ordering each side's writes before the
-//! other's reads. A peer that writes the area out of turn races with us; as with every
-//! shared-memory IPC in Rust, we rely on the compiler not seeing the other process (the memory
-//! is a shared mapping it cannot reason about) and on `u8` having no invalid values, so such a
-//! race yields garbage bytes, not undefined behaviour in practice. Copy out what you must trust
-//! before validating it, as you would with bytes from a socket.
+//! * errors: [`Error::Protocol`] for anything the protocol cannot produce (the state word is
+//!   checked at every step, the message length against the capacity this process measured
+//!   itself, the header, seals and filesystem when a window is adopted), [`Error::PeerDied`],
+//!   [`Error::Shutdown`], [`Error::TimedOut`];
+//! * garbage payloads: any bytes, including bytes that change while they are copied out (each
+//!   byte copied is one the area held at some moment). Validate a message after copying it out,
+//!   as with bytes from a socket.
+//!
+//! What it cannot do:
+//!
+//! * make a call wait past its deadline, however it rewrites the state word (an untimed call
+//!   waits while the peer lives and the channel is open, as a blocking read on a socket does;
+//!   the peer's death is noticed within [`PEER_CHECK_INTERVAL`]);
+//! * crash this process: the file is sealed against shrinking and must be shmem, so no access
+//!   to the mapping can raise SIGBUS (a punched hole reads back as zeros, which the protocol
+//!   reports as a violation), and a futex call that faults on a removed page is reported as
+//!   [`Violation::PageRemoved`];
+//! * make futexkit index out of bounds, or map more than [`MAX_CAPACITY`] bytes;
+//! * cause undefined behaviour: every read and write of the window by safe code is atomic (the
+//!   header fields, and the data area through [`Endpoint::read_into`] and
+//!   [`Endpoint::write_from`]), so a racing peer is a race on atomics, which Rust defines. No
+//!   safe function hands out a `&[u8]` over memory another process can write; the zero-copy view
+//!   ([`Endpoint::data_unchecked`]) is `unsafe`, with the peer's good behaviour as its contract.
+//!
+//! Out of scope: a peer that exhausts memory (refaulting a punched page can then fail), or one
+//! with the power to ptrace or signal this process.
+//!
+//! In one process ([`pair`]) both endpoints are futexkit's, the data area is lent out as plain
+//! slices ([`Endpoint::data`], [`Endpoint::data_mut`]), and the turn protocol with `&mut self` on
+//! every call keeps them exclusive.
+
+use crate::futex::Private;
 
 mod endpoint;
 mod error;
@@ -80,7 +101,7 @@ pub use window::MAX_CAPACITY;
 /// # Errors
 ///
 /// [`Error::TooLong`] above [`MAX_CAPACITY`].
-pub fn pair(data_cap: usize) -> Result<(Endpoint, Endpoint), Error> {
+pub fn pair(data_cap: usize) -> Result<(Endpoint<Private>, Endpoint<Private>), Error> {
     let region = window::Region::heap(data_cap)?;
     let client = Endpoint::claim(std::sync::Arc::clone(&region), Role::Client)?;
     let server = Endpoint::claim(region, Role::Server)?;

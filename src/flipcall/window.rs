@@ -19,7 +19,9 @@
 //! A window made by [`PacketWindow::new`] is a memfd, sized once and then sealed against
 //! shrinking and growing, so a peer holding the fd can never truncate it under our mapping (which
 //! would turn our accesses into SIGBUS). [`PacketWindow::from_fd`] refuses a file without that
-//! seal, and takes the data capacity from the header only after checking it fits the file it
+//! seal, and a file that is not on shmem: on hugetlbfs a peer that punches a hole frees a huge
+//! page, and faulting it back in fails with SIGBUS when the pool is empty, where shmem hands
+//! out a zeroed page. It takes the data capacity from the header only after checking it fits the file it
 //! measured itself. The in-process [`pair`](super::pair) uses a heap allocation instead.
 
 #[cfg(not(model))]
@@ -163,6 +165,48 @@ impl Region {
         self.capacity
     }
 
+    /// Copies `dst.len()` bytes of the data area, from `offset`, into `dst`.
+    ///
+    /// The caller holds the turn and has checked `offset + dst.len() <= capacity`.
+    pub(crate) fn copy_out(&self, offset: usize, dst: &mut [u8]) {
+        debug_assert!(offset + dst.len() <= self.capacity);
+        // SAFETY: `offset + dst.len() <= capacity` (the caller's check), so the range lies in
+        // the data area, which lives as long as `self`.
+        let src = unsafe { self.data_ptr().add(offset) };
+        match self.backing {
+            // SAFETY: the range is in bounds (above) and `dst` is a separate Rust slice. The
+            // peer is an endpoint of this process, which touches the data area only while it
+            // holds the turn, and the caller holds it: nothing writes the range meanwhile.
+            Backing::Heap { .. } => unsafe {
+                core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len())
+            },
+            // SAFETY: the range is in bounds (above), in a mapping this process accesses only
+            // with atomics (every access to a mapped data area goes through `copy_out` and
+            // `copy_in`, or through an `unsafe` accessor whose contract excludes racing them).
+            #[cfg(not(model))]
+            Backing::Mapped { .. } => unsafe { atomic_copy::load(src, dst) },
+        }
+    }
+
+    /// Copies `src` into the data area at `offset`.
+    ///
+    /// The caller holds the turn and has checked `offset + src.len() <= capacity`.
+    pub(crate) fn copy_in(&self, offset: usize, src: &[u8]) {
+        debug_assert!(offset + src.len() <= self.capacity);
+        // SAFETY: in bounds, as in `copy_out`.
+        let dst = unsafe { self.data_ptr().add(offset) };
+        match self.backing {
+            // SAFETY: as in `copy_out`: in bounds, and nobody else reads or writes the range
+            // while the caller holds the turn.
+            Backing::Heap { .. } => unsafe {
+                core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())
+            },
+            // SAFETY: as in `copy_out`.
+            #[cfg(not(model))]
+            Backing::Mapped { .. } => unsafe { atomic_copy::store(dst, src) },
+        }
+    }
+
     /// Whether the futex word must use shared (cross-process) scope.
     pub(crate) fn is_shared(&self) -> bool {
         self.shared
@@ -178,6 +222,82 @@ impl Drop for Region {
             // it (they hold the Arc this region lives in).
             #[cfg(not(model))]
             Backing::Mapped { base, len, .. } => unsafe { crate::futex::sys::unmap(*base, *len) },
+        }
+    }
+}
+
+/// Copies between Rust slices and memory a peer process may write at any moment.
+///
+/// Every access to the shared side is a relaxed atomic load or store, a machine word at a time
+/// where the shared address is word-aligned and a byte at a time at the edges. Racing with the
+/// peer then gives each byte some value the memory held during the copy (a torn mix of the
+/// peer's writes at worst), never undefined behaviour; ordering comes from the Acquire/Release
+/// on the state word around the copy.
+#[cfg(not(model))]
+mod atomic_copy {
+    use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+    const WORD: usize = core::mem::size_of::<usize>();
+
+    /// Copies `dst.len()` bytes from `src` into `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `src .. src + dst.len()` must be live memory that this process accesses only atomically
+    /// for the duration of the call (other processes may write it).
+    pub(super) unsafe fn load(src: *const u8, dst: &mut [u8]) {
+        let head = src.align_offset(WORD).min(dst.len());
+        let (edge, rest) = dst.split_at_mut(head);
+        for (i, byte) in edge.iter_mut().enumerate() {
+            // SAFETY: in the range the caller vouches for; a byte needs no alignment.
+            *byte = unsafe { AtomicU8::from_ptr(src.add(i).cast_mut()) }.load(Ordering::Relaxed);
+        }
+        // SAFETY: `head <= dst.len()`, so still inside the range (or one past its end).
+        let src = unsafe { src.add(head) };
+        let copied = rest.len() / WORD * WORD;
+        let mut words = rest.chunks_exact_mut(WORD);
+        for (i, chunk) in (&mut words).enumerate() {
+            // SAFETY: `src` is word-aligned now and the word lies in the range; atomic access
+            // only, as the caller guarantees.
+            let word =
+                unsafe { AtomicUsize::from_ptr(src.add(i * WORD).cast::<usize>().cast_mut()) }
+                    .load(Ordering::Relaxed);
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        for (i, byte) in words.into_remainder().iter_mut().enumerate() {
+            // SAFETY: the last bytes of the range.
+            *byte = unsafe { AtomicU8::from_ptr(src.add(copied + i).cast_mut()) }
+                .load(Ordering::Relaxed);
+        }
+    }
+
+    /// Copies `src` to `dst .. dst + src.len()`.
+    ///
+    /// # Safety
+    ///
+    /// As [`load`], for `dst .. dst + src.len()`.
+    pub(super) unsafe fn store(dst: *mut u8, src: &[u8]) {
+        let head = dst.align_offset(WORD).min(src.len());
+        let (edge, rest) = src.split_at(head);
+        for (i, &byte) in edge.iter().enumerate() {
+            // SAFETY: in the range the caller vouches for.
+            unsafe { AtomicU8::from_ptr(dst.add(i)) }.store(byte, Ordering::Relaxed);
+        }
+        // SAFETY: `head <= src.len()`, so inside the range (or one past its end).
+        let dst = unsafe { dst.add(head) };
+        let words = rest.chunks_exact(WORD);
+        let tail = words.remainder();
+        for (i, chunk) in words.enumerate() {
+            let mut bytes = [0u8; WORD];
+            bytes.copy_from_slice(chunk);
+            // SAFETY: `dst` is word-aligned now and the word lies in the range.
+            unsafe { AtomicUsize::from_ptr(dst.add(i * WORD).cast::<usize>()) }
+                .store(usize::from_ne_bytes(bytes), Ordering::Relaxed);
+        }
+        let copied = rest.len() - tail.len();
+        for (i, &byte) in tail.iter().enumerate() {
+            // SAFETY: the last bytes of the range.
+            unsafe { AtomicU8::from_ptr(dst.add(copied + i)) }.store(byte, Ordering::Relaxed);
         }
     }
 }
@@ -248,13 +368,17 @@ impl PacketWindow {
     ///
     /// # Errors
     ///
-    /// [`Error::Protocol`] with [`Violation::NotSealed`] if the file can still shrink, or
+    /// [`Error::Protocol`] with [`Violation::NotSealed`] if the file can still shrink,
+    /// [`Violation::NotShmem`] if it is not a plain memfd (a hugetlbfs one, say), or
     /// [`Violation::BadHeader`] if it is not a FlipCall window of this version or its header's
     /// capacity does not fit the file; [`Error::Io`] if it cannot be measured or mapped.
     pub fn from_fd(fd: OwnedFd) -> Result<PacketWindow, Error> {
         use std::os::fd::AsFd;
         if !crate::futex::sys::is_sealed_against_shrinking(fd.as_fd())? {
             return Err(Violation::NotSealed.into());
+        }
+        if !crate::futex::sys::is_shmem(fd.as_fd())? {
+            return Err(Violation::NotShmem.into());
         }
         let file_len = crate::futex::sys::file_size(fd.as_fd())?;
         if file_len < HEADER_SIZE as u64 {

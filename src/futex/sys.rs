@@ -293,6 +293,15 @@ pub(crate) fn is_sealed_against_shrinking(
     }
 }
 
+/// `TMPFS_MAGIC` from the uapi's `linux/magic.h`: the filesystem of plain memfds (shmem).
+const TMPFS_MAGIC: u64 = 0x0102_1994;
+
+/// Whether `fd` is a file on tmpfs/shmem (a plain memfd), rather than hugetlbfs or anything else.
+pub(crate) fn is_shmem(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<bool> {
+    let fs = rustix::fs::fstatfs(fd)?;
+    Ok(u64::try_from(fs.f_type).ok() == Some(TMPFS_MAGIC))
+}
+
 /// The size of the file behind `fd`.
 pub(crate) fn file_size(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u64> {
     Ok(rustix::fs::fstat(fd)?.st_size as u64)

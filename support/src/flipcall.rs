@@ -52,10 +52,16 @@ impl Placement {
     }
 }
 
+/// A FlipCall client endpoint of either scope.
+pub enum AnyEndpoint {
+    InProcess(Endpoint<Private>),
+    Shared(Endpoint<Shared>),
+}
+
 /// A client connected to a running echo server; dropping it stops the server.
 pub enum Client {
     FlipCall {
-        endpoint: Endpoint,
+        endpoint: AnyEndpoint,
         buffer: Vec<u8>,
         server: Server,
     },
@@ -87,8 +93,11 @@ impl Client {
     }
 
     /// A client on an endpoint whose server someone else started.
-    pub fn with_endpoint(mut endpoint: Endpoint) -> Result<Client, Error> {
-        endpoint.connect()?;
+    pub fn with_endpoint(mut endpoint: AnyEndpoint) -> Result<Client, Error> {
+        match &mut endpoint {
+            AnyEndpoint::InProcess(endpoint) => endpoint.connect()?,
+            AnyEndpoint::Shared(endpoint) => endpoint.connect()?,
+        }
         Ok(Client::FlipCall {
             endpoint,
             buffer: vec![7u8; MAX_PAYLOAD],
@@ -101,14 +110,15 @@ impl Client {
         let start = Instant::now();
         match self {
             Client::FlipCall {
-                endpoint, buffer, ..
-            } => {
-                for _ in 0..iters {
-                    endpoint.data_mut()[..len].copy_from_slice(&buffer[..len]);
-                    let got = endpoint.send_recv(len).expect("flipcall round trip");
-                    buffer[..got].copy_from_slice(&endpoint.data()[..got]);
-                }
-            }
+                endpoint: AnyEndpoint::InProcess(endpoint),
+                buffer,
+                ..
+            } => flipcall_round_trips(endpoint, buffer, len, iters),
+            Client::FlipCall {
+                endpoint: AnyEndpoint::Shared(endpoint),
+                buffer,
+                ..
+            } => flipcall_round_trips(endpoint, buffer, len, iters),
             Client::Futex {
                 region,
                 buffer,
@@ -122,11 +132,14 @@ impl Client {
         start.elapsed()
     }
 
-    /// The endpoint, for the example's peer-death demonstration.
-    pub fn endpoint(&mut self) -> Option<&mut Endpoint> {
+    /// The endpoint of a cross-process client, for the example's peer-death demonstration.
+    pub fn shared_endpoint(&mut self) -> Option<&mut Endpoint<Shared>> {
         match self {
-            Client::FlipCall { endpoint, .. } => Some(endpoint),
-            Client::Futex { .. } => None,
+            Client::FlipCall {
+                endpoint: AnyEndpoint::Shared(endpoint),
+                ..
+            } => Some(endpoint),
+            _ => None,
         }
     }
 }
@@ -137,7 +150,10 @@ impl Drop for Client {
             Client::FlipCall {
                 endpoint, server, ..
             } => {
-                endpoint.shutdown_handle().shutdown();
+                match endpoint {
+                    AnyEndpoint::InProcess(endpoint) => endpoint.shutdown_handle().shutdown(),
+                    AnyEndpoint::Shared(endpoint) => endpoint.shutdown_handle().shutdown(),
+                }
                 server
             }
             Client::Futex { region, server, .. } => {
@@ -185,18 +201,31 @@ fn spawn_server(placement: Placement, serve: impl FnOnce() + Send + 'static) -> 
     }
 }
 
+fn flipcall_round_trips<S: Scope>(
+    endpoint: &mut Endpoint<S>,
+    buffer: &mut [u8],
+    len: usize,
+    iters: u64,
+) {
+    for _ in 0..iters {
+        endpoint.write_from(0, &buffer[..len]);
+        let got = endpoint.send_recv(len).expect("flipcall round trip");
+        endpoint.read_into(0, &mut buffer[..got]);
+    }
+}
+
 /// Echoes every request back (copied out and in again) until the channel stops; `on_request`
 /// sees each request first.
-pub fn serve_echo(
-    server: &mut Endpoint,
+pub fn serve_echo<S: Scope>(
+    server: &mut Endpoint<S>,
     buffer: &mut [u8],
     mut on_request: impl FnMut(&[u8]),
 ) -> Result<(), Error> {
     let mut len = server.recv_first()?;
     loop {
-        on_request(&server.data()[..len]);
-        buffer[..len].copy_from_slice(&server.data()[..len]);
-        server.data_mut()[..len].copy_from_slice(&buffer[..len]);
+        server.read_into(0, &mut buffer[..len]);
+        on_request(&buffer[..len]);
+        server.write_from(0, &buffer[..len]);
         len = server.send_recv(len)?;
     }
 }
@@ -209,7 +238,7 @@ fn start_flipcall(placement: Placement) -> Client {
             let handle = std::thread::spawn(move || {
                 let _ = serve_echo(&mut server, &mut server_buffer, |_| {});
             });
-            (client, Server::Thread(Some(handle)))
+            (AnyEndpoint::InProcess(client), Server::Thread(Some(handle)))
         }
         Placement::Process => {
             let window = PacketWindow::new(MAX_PAYLOAD).unwrap();
@@ -224,7 +253,7 @@ fn start_flipcall(placement: Placement) -> Client {
                 }
                 std::mem::forget(window);
             });
-            (client, server)
+            (AnyEndpoint::Shared(client), server)
         }
     };
     let mut client = Client::with_endpoint(client).unwrap();
@@ -359,6 +388,25 @@ fn start_futex(placement: Placement) -> Client {
         server,
         placement,
     }
+}
+
+/// A connected in-process client holding the turn, and its server (which never runs).
+pub fn holding_pair(capacity: usize) -> (Endpoint<Private>, Endpoint<Private>) {
+    let (mut client, mut server) = flipcall::pair(capacity).unwrap();
+    let _ = server.recv_first_timeout(Duration::ZERO);
+    client.connect().unwrap();
+    (client, server)
+}
+
+/// A connected client of a shared window holding the turn, and the window's server endpoint
+/// (which never runs).
+pub fn holding_shared(capacity: usize) -> (Endpoint<Shared>, Endpoint<Shared>) {
+    let window = PacketWindow::new(capacity).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut server = Endpoint::server(&window).unwrap();
+    let _ = server.recv_first_timeout(Duration::ZERO);
+    client.connect().unwrap();
+    (client, server)
 }
 
 /// Median per-round-trip time over `batches` batches of about `batch_time`.
