@@ -708,6 +708,93 @@ impl<S: Scope> Endpoint<S> {
         }
     }
 
+    // ---- Non-blocking steps, for a server that waits on many channels at once ----
+
+    /// Server: announces readiness as [`recv_first`](Endpoint::recv_first) does, without
+    /// waiting for the first call.
+    #[cfg(not(model))]
+    pub(crate) fn start_serving(&mut self) -> Result<(), Error> {
+        if self.role != Role::Server || self.phase != Phase::Start {
+            return Err(Error::WrongTurn);
+        }
+        self.region.header().len.store(0, Ordering::Relaxed);
+        if self.hand_over(NEW)? {
+            self.wake_peer();
+        }
+        Ok(())
+    }
+
+    /// Whether the turn is still with the peer, as far as one relaxed load can tell: `false`
+    /// means there is something to look at (a call, a shutdown, a violation).
+    #[cfg(not(model))]
+    pub(crate) fn peer_holds_turn(&self) -> bool {
+        let current = self.region.header().state.load(Ordering::Relaxed);
+        let pending = self.role.peer_turn();
+        matches!(
+            classify(current & !SLEEPING, self.role.turn(), pending),
+            Seen::Pending
+        )
+    }
+
+    /// Takes the turn if it has come back: `Some(len)` of the message that came with it, `None`
+    /// while the peer still holds it. Only while waiting for the turn.
+    #[cfg(not(model))]
+    pub(crate) fn poll_turn(&mut self) -> Result<Option<usize>, Error> {
+        debug_assert_eq!(self.phase, Phase::Waiting);
+        let current = self.region.header().state.load(Ordering::Acquire);
+        match classify(current & !SLEEPING, self.role.turn(), self.role.peer_turn()) {
+            Seen::Mine => {
+                self.phase = Phase::Holding;
+                self.received_len().map(Some)
+            }
+            Seen::Pending => Ok(None),
+            Seen::Shutdown => Err(Error::Shutdown),
+            seen => Err(seen.violation(current).into()),
+        }
+    }
+
+    /// Prepares to sleep until the turn comes back: marks the word `SLEEPING` (so the peer
+    /// wakes this side) and returns the value to sleep on, or `None` if the word changed
+    /// meanwhile (poll again). Only while waiting for the turn.
+    #[cfg(not(model))]
+    pub(crate) fn prepare_sleep(&mut self) -> Option<u32> {
+        debug_assert_eq!(self.phase, Phase::Waiting);
+        let state = &self.region.header().state;
+        let current = state.load(Ordering::Relaxed);
+        let pending = self.role.peer_turn();
+        if !matches!(
+            classify(current & !SLEEPING, self.role.turn(), pending),
+            Seen::Pending
+        ) {
+            return None;
+        }
+        if current & SLEEPING != 0 {
+            return Some(current);
+        }
+        state
+            .compare_exchange(
+                current,
+                current | SLEEPING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .ok()
+            .map(|_| current | SLEEPING)
+    }
+
+    /// Whether the peer process is still alive (always, for a peer in this process); opens its
+    /// pidfd the first time.
+    #[cfg(not(model))]
+    pub(crate) fn peer_alive(&mut self) -> bool {
+        self.check_peer().is_ok()
+    }
+
+    /// The window's state word, to wait on together with other channels'.
+    #[cfg(not(model))]
+    pub(crate) fn state_futex(&self) -> &Futex<S> {
+        self.futex()
+    }
+
     fn received_len(&self) -> Result<usize, Error> {
         let len = self.region.header().len.load(Ordering::Relaxed);
         let capacity = self.capacity();

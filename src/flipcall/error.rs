@@ -26,6 +26,11 @@ pub enum Error {
     },
     /// The window already has an endpoint of this role.
     RoleTaken,
+    /// A [`Server`](super::Server) already serves its maximum number of channels.
+    ServerFull {
+        /// The maximum ([`MAX_CHANNELS`](super::MAX_CHANNELS)).
+        max: usize,
+    },
     /// The call needs the turn, and this side does not hold it (or the reverse: it waits for
     /// the turn while holding it); or a client call before [`connect`](super::Endpoint::connect).
     WrongTurn,
@@ -79,6 +84,12 @@ impl fmt::Display for Error {
                 "flipcall message of {len} bytes exceeds the window's capacity of {capacity}"
             ),
             Error::RoleTaken => f.write_str("flipcall window already has an endpoint of this role"),
+            Error::ServerFull { max } => {
+                write!(
+                    f,
+                    "flipcall server already serves its maximum of {max} channels"
+                )
+            }
             Error::WrongTurn => {
                 f.write_str("flipcall call made out of turn (or before connect/recv_first)")
             }

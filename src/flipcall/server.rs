@@ -1,0 +1,809 @@
+//! One thread serving many FlipCall channels.
+//!
+//! ## State
+//!
+//! Each attached channel is a server [`Endpoint`] in one of its two running phases: *waiting*
+//! (the client holds the turn: idle, or writing a call) or *holding* (a call that
+//! [`Server::next_event`] returned and nobody has answered yet). Besides the channels:
+//!
+//! ```text
+//! control   a private futex word, shared with every ServerHandle
+//!   bit 31      SHUTDOWN  set once, by ServerHandle::shutdown or by dropping the Server
+//!   bits 0-30   sequence  bumped by each attach through a handle, to wake the server
+//! registry  behind a Mutex, shared with every ServerHandle: the channels attached through
+//!           handles and not yet adopted by the server thread, the number of channels (attached
+//!           plus adopted-to-be, at most MAX_CHANNELS), a shutdown handle per channel, and
+//!           `shut_down` (no attach once set)
+//! cursor    where the next round-robin scan starts: the channel after the last one served
+//! ```
+//!
+//! Only the server thread changes the channel list and the cursor; handles only add to the
+//! registry, under its lock, and then bump `control`.
+//!
+//! ## Waiting on all channels
+//!
+//! With nothing to do, the server spins a learned while, then marks every waiting channel's
+//! state word `SLEEPING` (the mark its client's hand-over looks for before it wakes the peer)
+//! and sleeps in one `futex_waitv` on all of those words and on `control`: a call, a shutdown
+//! or an attach wakes it, and a word that changed before the sleep makes the call return at
+//! once. Marks outlive the sleep: a client whose channel was marked pays one wake on its next
+//! call (the reply clears the mark), and a busy server, which never sleeps, marks nothing.
+//!
+//! `futex_waitv` takes 128 words: with [`MAX_CHANNELS`] attached there is no room for
+//! `control`, and none needed, since an attach is refused then and a shutdown also shuts every
+//! channel down (which changes their words).
+//!
+//! Without `futex_waitv` (before Linux 5.16, or [`WaitMode::Poll`]) the server sleeps on the
+//! word of one channel (the one served last) in slices of [`POLL_INTERVAL`], and looks at the
+//! others between slices: a call on another channel waits up to one slice when the server has
+//! gone to sleep, and none while it is busy.
+//!
+//! ## Fairness
+//!
+//! Each scan starts after the channel served last and takes the first channel with a call, so
+//! among channels that always have a call ready each is served once per round: a client that
+//! floods cannot delay another by more than one call per channel.
+//!
+//! ## Peers that die or go quiet
+//!
+//! Every [`PEER_CHECK_INTERVAL`] (when the channels are cross-process) the server asks whether
+//! each waiting channel's client process still lives, and closes the channels of those that
+//! died with [`Error::PeerDied`]. A channel attached with an idle timeout whose client makes no
+//! call for that long after its last reply is closed with [`Error::TimedOut`]. A client that
+//! never reads its reply costs nothing: the server does not wait for it.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::endpoint::{Endpoint, ShutdownHandle, PEER_CHECK_INTERVAL};
+use super::error::Error;
+use crate::atomic::Ordering;
+use crate::futex::futex2::{self, WaitvEntry};
+use crate::futex::{Capability, Deadline, Futex, Scope, ScopeKind};
+use crate::spin::Spinner;
+
+/// The most channels one server serves: `futex_waitv`'s limit on words per call.
+pub const MAX_CHANNELS: usize = futex2::WAITV_MAX;
+
+/// Without `futex_waitv`, how long a call on a channel other than the one the sleeping server
+/// watches can wait to be noticed.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Between two housekeeping rounds (peer checks, idle timeouts), a busy server returns at most
+/// this many calls: housekeeping reads the clock, which a call does not.
+const CALLS_BETWEEN_HOUSEKEEPING: u32 = 64;
+
+const SHUTDOWN: u32 = 1 << 31;
+const SEQUENCE_MASK: u32 = SHUTDOWN - 1;
+
+/// How an idle [`Server`] waits for its channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitMode {
+    /// One `futex_waitv` on every channel (Linux 5.16+): any call wakes the server at once.
+    Waitv,
+    /// A sleep on one channel in slices of [`POLL_INTERVAL`], looking at the others between
+    /// slices: for kernels without `futex_waitv`, or a sandbox that forbids it.
+    Poll,
+}
+
+impl WaitMode {
+    /// The best mode this kernel offers.
+    pub fn probed() -> WaitMode {
+        if crate::futex::capabilities().has(Capability::Waitv) {
+            WaitMode::Waitv
+        } else {
+            WaitMode::Poll
+        }
+    }
+}
+
+/// A channel's name within its server, never reused by that server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChannelId(u64);
+
+impl core::fmt::Display for ChannelId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "channel {}", self.0)
+    }
+}
+
+/// What [`Server::next_event`] found.
+#[derive(Debug)]
+pub enum Event {
+    /// A call of `len` bytes on `channel`: read it through [`Server::channel`], answer with
+    /// [`Server::reply`]. Until then the channel is not watched (the server holds its turn).
+    Call {
+        /// The channel the call came on.
+        channel: ChannelId,
+        /// The call's length in bytes.
+        len: usize,
+    },
+    /// `channel` ended and is no longer attached: its client shut it down or dropped its
+    /// endpoint ([`Error::Shutdown`]), its process died ([`Error::PeerDied`]), it made no call
+    /// within its idle timeout ([`Error::TimedOut`]), or it broke the protocol
+    /// ([`Error::Protocol`]).
+    Closed {
+        /// The channel that ended.
+        channel: ChannelId,
+        /// Why.
+        reason: Error,
+    },
+}
+
+/// One attached channel.
+struct Channel<S: Scope> {
+    id: ChannelId,
+    endpoint: Endpoint<S>,
+    idle_timeout: Option<Duration>,
+    /// When the channel last became the client's (attached, or a reply sent).
+    idle_since: Instant,
+}
+
+impl<S: Scope> Channel<S> {
+    fn idle_expiry(&self) -> Option<Instant> {
+        self.idle_timeout.map(|timeout| self.idle_since + timeout)
+    }
+}
+
+struct Registry<S: Scope> {
+    pending: Vec<Channel<S>>,
+    count: usize,
+    next_id: u64,
+    shutdown_handles: Vec<(ChannelId, ShutdownHandle)>,
+    shut_down: bool,
+}
+
+/// What a server shares with its handles.
+struct Control<S: Scope> {
+    word: Futex,
+    registry: crate::Mutex<Registry<S>>,
+}
+
+impl<S: Scope> Control<S> {
+    fn registry(&self) -> crate::MutexGuard<'_, Registry<S>> {
+        // A panic while the lock was held cannot leave the registry inconsistent: every
+        // update of it is a single push, pop or assignment.
+        self.registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers `endpoint` (a server endpoint not yet started) as a new channel: starts
+    /// serving on it, then counts and names it.
+    fn register(
+        &self,
+        mut endpoint: Endpoint<S>,
+        idle_timeout: Option<Duration>,
+    ) -> Result<Channel<S>, Error> {
+        let shutdown = endpoint.shutdown_handle();
+        {
+            let registry = self.registry();
+            if registry.shut_down {
+                return Err(Error::Shutdown);
+            }
+            if registry.count >= MAX_CHANNELS {
+                return Err(Error::ServerFull { max: MAX_CHANNELS });
+            }
+        }
+        endpoint.start_serving()?;
+        let mut registry = self.registry();
+        // Checked again: the lock was let go while the endpoint started.
+        if registry.shut_down {
+            return Err(Error::Shutdown);
+        }
+        if registry.count >= MAX_CHANNELS {
+            return Err(Error::ServerFull { max: MAX_CHANNELS });
+        }
+        registry.count += 1;
+        let id = ChannelId(registry.next_id);
+        registry.next_id += 1;
+        registry.shutdown_handles.push((id, shutdown));
+        Ok(Channel {
+            id,
+            endpoint,
+            idle_timeout,
+            idle_since: Instant::now(),
+        })
+    }
+
+    fn unregister(&self, id: ChannelId) {
+        let mut registry = self.registry();
+        registry.count -= 1;
+        registry.shutdown_handles.retain(|(other, _)| *other != id);
+    }
+
+    fn shut_down(&self) {
+        let pending = {
+            let mut registry = self.registry();
+            registry.shut_down = true;
+            for (_, handle) in &registry.shutdown_handles {
+                handle.shutdown();
+            }
+            core::mem::take(&mut registry.pending)
+        };
+        // Dropping the endpoints nobody adopted shuts their channels down too.
+        drop(pending);
+        if self.word.fetch_or(SHUTDOWN, Ordering::AcqRel) & SHUTDOWN == 0 {
+            let _ = self.word.wake(u32::MAX);
+        }
+    }
+}
+
+/// Serves up to [`MAX_CHANNELS`] FlipCall channels from one thread.
+///
+/// Attach a channel by giving the server its server [`Endpoint`] (before
+/// [`recv_first`](Endpoint::recv_first)); the client side connects and calls as with a server of
+/// its own. [`next_event`](Server::next_event) returns the next call, round-robin among the channels, or
+/// tells that a channel closed; [`reply`](Server::reply) answers a call. Channels can be
+/// attached from any thread while the server runs, through a [`ServerHandle`].
+///
+/// ```
+/// use futexkit::flipcall::{self, Error, Event, Server};
+///
+/// let mut server = Server::new();
+/// let mut clients = Vec::new();
+/// for _ in 0..3 {
+///     let (client, endpoint) = flipcall::pair(64)?;
+///     server.attach(endpoint)?;
+///     clients.push(client);
+/// }
+/// let serving = std::thread::spawn(move || -> Result<(), Error> {
+///     while !server.is_empty() {
+///         match server.next_event()? {
+///             Event::Call { channel, len } => {
+///                 let data = server.channel(channel).unwrap().data_mut();
+///                 data[..len].make_ascii_uppercase();
+///                 server.reply(channel, len)?;
+///             }
+///             Event::Closed { .. } => {} // a client went away
+///         }
+///     }
+///     Ok(())
+/// });
+/// for client in &mut clients {
+///     client.connect()?;
+///     client.data_mut()[..2].copy_from_slice(b"hi");
+///     let len = client.send_recv(2)?;
+///     assert_eq!(&client.data()[..len], b"HI");
+/// }
+/// drop(clients); // each channel closes; the server loop ends with the last one
+/// serving.join().unwrap()?;
+/// # Ok::<(), Error>(())
+/// ```
+pub struct Server<S: Scope> {
+    channels: Vec<Channel<S>>,
+    control: Arc<Control<S>>,
+    /// The `control` value the server last acted on.
+    control_seen: u32,
+    cursor: usize,
+    mode: WaitMode,
+    spinner: Spinner,
+    /// Closed channels found by housekeeping, reported before anything else.
+    closed: VecDeque<Event>,
+    calls_since_housekeeping: u32,
+    next_peer_check: Instant,
+}
+
+impl<S: Scope> Default for Server<S> {
+    fn default() -> Server<S> {
+        Server::new()
+    }
+}
+
+impl<S: Scope> Server<S> {
+    /// A server with no channels, waiting the best way this kernel offers
+    /// ([`WaitMode::probed`]).
+    pub fn new() -> Server<S> {
+        Server::with_mode(WaitMode::probed())
+    }
+
+    /// A server that waits in `mode`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] (`Unsupported`) for [`WaitMode::Waitv`] on a kernel without `futex_waitv`.
+    pub fn with_wait_mode(mode: WaitMode) -> Result<Server<S>, Error> {
+        if mode == WaitMode::Waitv && WaitMode::probed() != WaitMode::Waitv {
+            return Err(Error::Io(crate::futex::Error::Unsupported.into()));
+        }
+        Ok(Server::with_mode(mode))
+    }
+
+    fn with_mode(mode: WaitMode) -> Server<S> {
+        Server {
+            channels: Vec::new(),
+            control: Arc::new(Control {
+                word: Futex::new(0),
+                registry: crate::Mutex::new(Registry {
+                    pending: Vec::new(),
+                    count: 0,
+                    next_id: 0,
+                    shutdown_handles: Vec::new(),
+                    shut_down: false,
+                }),
+            }),
+            control_seen: 0,
+            cursor: 0,
+            mode,
+            spinner: Spinner::new(),
+            closed: VecDeque::new(),
+            calls_since_housekeeping: 0,
+            next_peer_check: Instant::now() + PEER_CHECK_INTERVAL,
+        }
+    }
+
+    /// How this server waits.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.mode
+    }
+
+    /// A handle to attach channels and shut the server down from other threads.
+    pub fn handle(&self) -> ServerHandle<S> {
+        ServerHandle {
+            control: Arc::clone(&self.control),
+        }
+    }
+
+    /// The number of attached channels (those attached through a handle count once the server
+    /// has seen them, in [`next_event`](Server::next_event)).
+    pub fn len(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// Whether no channel is attached.
+    pub fn is_empty(&self) -> bool {
+        self.channels.is_empty()
+    }
+
+    /// Attaches a channel: `endpoint` must be a server endpoint that has not started
+    /// ([`recv_first`](Endpoint::recv_first) not called). Its client can connect from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ServerFull`] with [`MAX_CHANNELS`] attached; [`Error::WrongTurn`] for a client
+    /// endpoint or one that has started; [`Error::Shutdown`] if the server or the channel was
+    /// shut down; [`Error::Protocol`] if the window's state is not a new channel's.
+    pub fn attach(&mut self, endpoint: Endpoint<S>) -> Result<ChannelId, Error> {
+        self.attach_channel(endpoint, None)
+    }
+
+    /// [`attach`](Server::attach), closing the channel with [`Error::TimedOut`] whenever its
+    /// client makes no call for `idle_timeout` after connecting or after a reply.
+    ///
+    /// # Errors
+    ///
+    /// As [`attach`](Server::attach).
+    pub fn attach_with_idle_timeout(
+        &mut self,
+        endpoint: Endpoint<S>,
+        idle_timeout: Duration,
+    ) -> Result<ChannelId, Error> {
+        self.attach_channel(endpoint, Some(idle_timeout))
+    }
+
+    fn attach_channel(
+        &mut self,
+        endpoint: Endpoint<S>,
+        idle_timeout: Option<Duration>,
+    ) -> Result<ChannelId, Error> {
+        let channel = self.control.register(endpoint, idle_timeout)?;
+        let id = channel.id;
+        self.channels.push(channel);
+        Ok(id)
+    }
+
+    /// The endpoint of `channel`, to read a call and write its reply (while the call is held).
+    pub fn channel(&mut self, channel: ChannelId) -> Option<&mut Endpoint<S>> {
+        let index = self.index_of(channel)?;
+        Some(&mut self.channels[index].endpoint)
+    }
+
+    /// Answers the call held on `channel` with the first `len` bytes of its data area.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongTurn`] if the channel holds no call (or is not attached);
+    /// [`Error::TooLong`] (nothing sent; answer again). Any other error ends the channel, which
+    /// is detached at once (no [`Event::Closed`] follows): [`Error::Shutdown`] if its client
+    /// left, [`Error::Protocol`].
+    pub fn reply(&mut self, channel: ChannelId, len: usize) -> Result<(), Error> {
+        let index = self.index_of(channel).ok_or(Error::WrongTurn)?;
+        let entry = &mut self.channels[index];
+        if !entry.endpoint.holds_turn() {
+            return Err(Error::WrongTurn);
+        }
+        match entry.endpoint.send_last(len) {
+            Ok(()) => {
+                if entry.idle_timeout.is_some() {
+                    entry.idle_since = Instant::now();
+                }
+                Ok(())
+            }
+            Err(err @ Error::TooLong { .. }) => Err(err),
+            Err(err) => {
+                self.detach(index);
+                Err(err)
+            }
+        }
+    }
+
+    /// Shuts `channel` down and detaches it; `false` if it was not attached.
+    pub fn close(&mut self, channel: ChannelId) -> bool {
+        match self.index_of(channel) {
+            Some(index) => {
+                self.detach(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits for the next call or closed channel.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shutdown`] once the server was shut down through a handle; [`Error::Io`] if
+    /// the kernel refuses the wait.
+    pub fn next_event(&mut self) -> Result<Event, Error> {
+        self.next_until(None)
+    }
+
+    /// [`next_event`](Server::next_event), giving up with [`Error::TimedOut`] after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`next_event`](Server::next_event), and [`Error::TimedOut`].
+    pub fn next_event_timeout(&mut self, timeout: Duration) -> Result<Event, Error> {
+        self.next_until(Some(Instant::now() + timeout))
+    }
+
+    fn next_until(&mut self, deadline: Option<Instant>) -> Result<Event, Error> {
+        loop {
+            if let Some(event) = self.closed.pop_front() {
+                return Ok(event);
+            }
+            self.adopt_attached()?;
+            if let Some(event) = self.scan() {
+                if matches!(event, Event::Call { .. }) {
+                    self.calls_since_housekeeping += 1;
+                    if self.calls_since_housekeeping >= CALLS_BETWEEN_HOUSEKEEPING {
+                        self.housekeeping(Instant::now());
+                    }
+                }
+                return Ok(event);
+            }
+            let now = Instant::now();
+            self.housekeeping(now);
+            if !self.closed.is_empty() {
+                continue;
+            }
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return Err(Error::TimedOut);
+            }
+            let spin_deadline = deadline.map(Deadline::at);
+            if self
+                .spinner
+                .spin_until_before(spin_deadline, || self.something_to_do())
+            {
+                continue;
+            }
+            self.sleep(deadline)?;
+        }
+    }
+
+    fn index_of(&self, channel: ChannelId) -> Option<usize> {
+        self.channels.iter().position(|entry| entry.id == channel)
+    }
+
+    /// Detaches the channel at `index`; dropping its endpoint shuts it down.
+    fn detach(&mut self, index: usize) {
+        let entry = self.channels.remove(index);
+        self.control.unregister(entry.id);
+        if index < self.cursor {
+            self.cursor -= 1;
+        }
+        if self.cursor >= self.channels.len() {
+            self.cursor = 0;
+        }
+    }
+
+    /// Takes in the channels attached through handles; fails once the server is shut down.
+    fn adopt_attached(&mut self) -> Result<(), Error> {
+        let control = self.control.word.load(Ordering::Acquire);
+        if control & SHUTDOWN != 0 {
+            return Err(Error::Shutdown);
+        }
+        if control != self.control_seen {
+            self.control_seen = control;
+            let pending = core::mem::take(&mut self.control.registry().pending);
+            self.channels.extend(pending);
+        }
+        Ok(())
+    }
+
+    /// Round robin: the first channel after the last one served with a call or an ending.
+    fn scan(&mut self) -> Option<Event> {
+        let n = self.channels.len();
+        for k in 0..n {
+            let index = (self.cursor + k) % n;
+            let entry = &mut self.channels[index];
+            if entry.endpoint.holds_turn() {
+                continue;
+            }
+            match entry.endpoint.poll_turn() {
+                Ok(None) => {}
+                Ok(Some(len)) => {
+                    self.cursor = (index + 1) % n;
+                    return Some(Event::Call {
+                        channel: entry.id,
+                        len,
+                    });
+                }
+                Err(reason) => {
+                    let channel = entry.id;
+                    self.detach(index);
+                    // The channel after the closed one now sits at `index`: it is next.
+                    self.cursor = if index < self.channels.len() {
+                        index
+                    } else {
+                        0
+                    };
+                    return Some(Event::Closed { channel, reason });
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a call, an ending, an attach or a shutdown is there to see.
+    fn something_to_do(&self) -> bool {
+        self.control.word.load(Ordering::Relaxed) != self.control_seen
+            || self
+                .channels
+                .iter()
+                .any(|entry| !entry.endpoint.holds_turn() && !entry.endpoint.peer_holds_turn())
+    }
+
+    /// Closes waiting channels whose peer died (checked every [`PEER_CHECK_INTERVAL`]) or whose
+    /// idle timeout ran out.
+    fn housekeeping(&mut self, now: Instant) {
+        self.calls_since_housekeeping = 0;
+        let check_peers = S::KIND == ScopeKind::Shared && now >= self.next_peer_check;
+        if check_peers {
+            self.next_peer_check = now + PEER_CHECK_INTERVAL;
+        }
+        let mut index = 0;
+        while index < self.channels.len() {
+            let entry = &mut self.channels[index];
+            let reason = if entry.endpoint.holds_turn() {
+                None
+            } else if check_peers && !entry.endpoint.peer_alive() {
+                Some(Error::PeerDied)
+            } else if entry.idle_expiry().is_some_and(|expiry| now >= expiry) {
+                Some(Error::TimedOut)
+            } else {
+                None
+            };
+            match reason {
+                Some(reason) => {
+                    let channel = entry.id;
+                    self.detach(index);
+                    self.closed.push_back(Event::Closed { channel, reason });
+                }
+                None => index += 1,
+            }
+        }
+    }
+
+    /// When the next sleep must end: the caller's deadline, the next peer check, the first
+    /// idle timeout.
+    fn wake_by(&self, deadline: Option<Instant>) -> Option<Instant> {
+        let peer_check = (S::KIND == ScopeKind::Shared && !self.channels.is_empty())
+            .then_some(self.next_peer_check);
+        let idle = self
+            .channels
+            .iter()
+            .filter(|entry| !entry.endpoint.holds_turn())
+            .filter_map(Channel::idle_expiry)
+            .min();
+        [deadline, peer_check, idle].into_iter().flatten().min()
+    }
+
+    /// Sleeps until something may have happened (the caller looks).
+    fn sleep(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
+        let wake_by = self.wake_by(deadline);
+        let started = Instant::now();
+        let result = match self.mode {
+            WaitMode::Waitv => self.sleep_waitv(wake_by),
+            WaitMode::Poll => self.sleep_polling(wake_by),
+        };
+        match result {
+            Ok(()) | Err(crate::futex::Error::ValueChanged) => {
+                self.spinner.record_sleep(started.elapsed());
+                Ok(())
+            }
+            Err(crate::futex::Error::TimedOut) => {
+                self.spinner.record_timeout(started.elapsed());
+                Ok(())
+            }
+            // A channel's page was removed under the wait: the next scan finds its word
+            // zeroed and closes it.
+            Err(crate::futex::Error::Fault) => Ok(()),
+            Err(err) => Err(Error::Io(err.into())),
+        }
+    }
+
+    fn sleep_waitv(&mut self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
+        // Mark every waiting channel first (a mark needs `&mut`), then sleep on what was seen:
+        // a word that moved since makes the wait return at once.
+        let mut expected = Vec::with_capacity(self.channels.len());
+        for entry in &mut self.channels {
+            if entry.endpoint.holds_turn() {
+                continue;
+            }
+            match entry.endpoint.prepare_sleep() {
+                Some(value) => expected.push(value),
+                None => return Ok(()),
+            }
+        }
+        let mut entries: Vec<WaitvEntry<'_>> = self
+            .channels
+            .iter()
+            .filter(|entry| !entry.endpoint.holds_turn())
+            .zip(&expected)
+            .map(|(entry, &value)| WaitvEntry::new(entry.endpoint.state_futex(), value))
+            .collect();
+        if entries.len() < MAX_CHANNELS {
+            entries.push(WaitvEntry::new(&self.control.word, self.control_seen));
+        }
+        futex2::waitv(&entries, wake_by.map(Deadline::at)).map(drop)
+    }
+
+    fn sleep_polling(&mut self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
+        let n = self.channels.len();
+        // The channel served last (just before the cursor), else the first waiting one.
+        let watched = (0..n)
+            .map(|k| (self.cursor + n - 1 + k) % n)
+            .find(|&index| !self.channels[index].endpoint.holds_turn());
+        let Some(index) = watched else {
+            return self
+                .control
+                .word
+                .wait(self.control_seen, wake_by.map(Deadline::at));
+        };
+        let slice = Instant::now() + POLL_INTERVAL;
+        let wake_by = wake_by.map_or(slice, |wake_by| wake_by.min(slice));
+        let endpoint = &mut self.channels[index].endpoint;
+        match endpoint.prepare_sleep() {
+            Some(value) => endpoint
+                .state_futex()
+                .wait(value, Some(Deadline::at(wake_by))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<S: Scope> Drop for Server<S> {
+    fn drop(&mut self) {
+        // Refuses attaches from now on and shuts down the channels attached through handles
+        // but never adopted; the attached ones shut down as their endpoints drop.
+        self.control.shut_down();
+    }
+}
+
+impl<S: Scope> core::fmt::Debug for Server<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server")
+            .field("channels", &self.channels.len())
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Attaches channels to a running [`Server`] and shuts it down, from any thread.
+///
+/// ```
+/// use futexkit::flipcall::{self, Event, Server};
+///
+/// let mut server = Server::new();
+/// let handle = server.handle();
+/// let serving = std::thread::spawn(move || {
+///     let mut calls = 0;
+///     while let Ok(event) = server.next_event() {
+///         if let Event::Call { channel, len } = event {
+///             calls += 1;
+///             server.reply(channel, len).unwrap();
+///         }
+///     }
+///     calls // next_event() failed: shut down
+/// });
+/// // Attached while the server waits in next_event().
+/// let (mut client, endpoint) = flipcall::pair(16)?;
+/// handle.attach(endpoint)?;
+/// client.connect()?;
+/// client.send_recv(0)?;
+/// handle.shutdown();
+/// assert_eq!(serving.join().unwrap(), 1);
+/// assert!(matches!(client.send_recv(0), Err(flipcall::Error::Shutdown)));
+/// # Ok::<(), flipcall::Error>(())
+/// ```
+pub struct ServerHandle<S: Scope> {
+    control: Arc<Control<S>>,
+}
+
+impl<S: Scope> Clone for ServerHandle<S> {
+    fn clone(&self) -> ServerHandle<S> {
+        ServerHandle {
+            control: Arc::clone(&self.control),
+        }
+    }
+}
+
+impl<S: Scope> ServerHandle<S> {
+    /// [`Server::attach`] from another thread: the server takes the channel in at its next
+    /// look (waking if it sleeps). The client can connect at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::attach`]; [`Error::Shutdown`] also once the server is dropped.
+    pub fn attach(&self, endpoint: Endpoint<S>) -> Result<ChannelId, Error> {
+        self.attach_channel(endpoint, None)
+    }
+
+    /// [`Server::attach_with_idle_timeout`] from another thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`attach`](ServerHandle::attach).
+    pub fn attach_with_idle_timeout(
+        &self,
+        endpoint: Endpoint<S>,
+        idle_timeout: Duration,
+    ) -> Result<ChannelId, Error> {
+        self.attach_channel(endpoint, Some(idle_timeout))
+    }
+
+    fn attach_channel(
+        &self,
+        endpoint: Endpoint<S>,
+        idle_timeout: Option<Duration>,
+    ) -> Result<ChannelId, Error> {
+        let channel = self.control.register(endpoint, idle_timeout)?;
+        let id = channel.id;
+        {
+            let mut registry = self.control.registry();
+            if registry.shut_down {
+                // Shut down since it was registered: dropping the channel shuts it down.
+                return Err(Error::Shutdown);
+            }
+            registry.pending.push(channel);
+        }
+        let word = &self.control.word;
+        let _ = word.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |value| {
+            Some((value & SHUTDOWN) | (value.wrapping_add(1) & SEQUENCE_MASK))
+        });
+        let _ = word.wake(1);
+        Ok(id)
+    }
+
+    /// Shuts the server down: every channel is shut down (their clients' calls return
+    /// [`Error::Shutdown`]), attaching fails, and the server's [`next_event`](Server::next_event) returns
+    /// [`Error::Shutdown`]. Idempotent.
+    pub fn shutdown(&self) {
+        self.control.shut_down();
+    }
+
+    /// Whether the server was shut down (or dropped).
+    pub fn is_shutdown(&self) -> bool {
+        self.control.word.load(Ordering::Acquire) & SHUTDOWN != 0
+    }
+}
+
+impl<S: Scope> core::fmt::Debug for ServerHandle<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("is_shutdown", &self.is_shutdown())
+            .finish()
+    }
+}
