@@ -318,7 +318,9 @@ impl Spinner {
             }
             hints += run;
             if done() {
-                self.learn(hints.saturating_mul(ns_per_hint));
+                // A spin that won says spinning pays, however quickly it won: it teaches at
+                // least the shortest budget worth spinning, never to stop spinning.
+                self.learn(hints.saturating_mul(ns_per_hint).max(MIN_SPIN_NS));
                 return true;
             }
             run = (run * 2).min(MAX_PAUSES_BETWEEN_LOOKS);
@@ -528,6 +530,24 @@ mod tests {
         assert!(s.budget_ns() > 0);
         s.learn_from_sleep(Duration::from_micros(60), true);
         assert_eq!(s.budget_ns(), 0, "forgotten after a preemption");
+    }
+
+    #[test]
+    fn spins_that_win_at_once_keep_the_spinner_spinning() {
+        if !spinning_can_pay() {
+            return;
+        }
+        // A partner that always answers by the first look: every spin wins after one hint,
+        // which takes far less than the shortest budget. Winning must not teach to stop.
+        let s = Spinner::new();
+        for _ in 0..1_000 {
+            let mut looks = 0;
+            assert!(s.spin_until(|| {
+                looks += 1;
+                looks >= 2
+            }));
+        }
+        assert!(s.budget_ns() >= MIN_SPIN_NS, "budget {}", s.budget_ns());
     }
 
     #[test]

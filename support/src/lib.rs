@@ -15,6 +15,8 @@ pub mod contention;
 #[cfg(not(any(loom, shuttle)))]
 pub mod flipcall;
 #[cfg(not(any(loom, shuttle)))]
+pub mod flipcall_server;
+#[cfg(not(any(loom, shuttle)))]
 pub mod kv;
 #[cfg(not(any(loom, shuttle)))]
 pub mod locks;
