@@ -1,7 +1,8 @@
-//! FlipCall across processes: starts itself again as a server process, passes it the packet
-//! window's fd, measures round trips for 0 B to 64 KiB (against raw futex wake + wait over the
-//! same kind of shared memory, and against the same calls within one process), idle and with a
-//! busy thread on every CPU; then kills the server mid-call and shows the client's `PeerDied`.
+//! FlipCall in one process and across two: starts itself again as a server process, passes it
+//! the packet window's fd, and measures round trips for 0 B to 64 KiB beside the same calls to
+//! a server thread, and beside raw futex wake + wait flipping a turn word over the same kind of
+//! memory, idle and with a busy thread on every CPU. Then what copying a message costs, and
+//! finally it kills the server mid-call to show the client's `PeerDied`. Prints markdown.
 //!
 //! `cargo run --release --example flipcall_ipc [-- --quick]`
 
@@ -19,6 +20,14 @@ use pingpong::BackgroundLoad;
 /// A request whose first byte is this makes the server hold the turn forever (until killed).
 const HANG: u8 = 0xff;
 
+/// The four clients measured, in table order.
+const COLUMNS: [&str; 4] = [
+    "FlipCall in-process",
+    "FlipCall cross-process",
+    "wake+wait in-process",
+    "wake+wait cross-process",
+];
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(fd) = args
@@ -35,100 +44,186 @@ fn main() {
     } else {
         (9, Duration::from_millis(50))
     };
-    println!("futexkit FlipCall: one round trip = request of N bytes, reply of N bytes");
     println!("{}", futexkit::capabilities());
-    println!("swap mode: {:?}", futexkit::swap::mode());
-    println!("median of {batches} batches of ~{batch_time:?}\n");
+    println!(
+        "swap mode: {:?}; one round trip = a request of N bytes and a reply of N bytes, each copied in and out; median of {batches} interleaved batches of ~{batch_time:?}",
+        futexkit::swap::mode()
+    );
+    println!();
 
+    // Every server starts before any load thread exists (the cross-process baseline forks).
     let window = PacketWindow::new(MAX_PAYLOAD).expect("packet window");
     let mut server_process = spawn_server(&window);
-    let mut exec_client =
+    let exec_client =
         Client::with_endpoint(AnyEndpoint::Shared(Endpoint::client(&window).unwrap()))
             .expect("connect");
-    println!(
-        "server process {} started with the window's fd; connected\n",
-        server_process.id()
-    );
+    let mut clients = [
+        Client::start(Mechanism::FlipCall, Placement::Thread),
+        exec_client,
+        Client::start(Mechanism::FutexWakeWait, Placement::Thread),
+        Client::start(Mechanism::FutexWakeWait, Placement::Process),
+    ];
 
     for loaded in [false, true] {
         let _load = loaded.then(BackgroundLoad::start);
         println!(
-            "{}",
+            "### Round trip, {} (µs; lower is better)",
             if loaded {
-                "oversubscribed (a busy thread on every CPU):"
+                "oversubscribed: a busy thread on every CPU"
             } else {
-                "idle:"
+                "idle"
             }
         );
-        println!(
-            "{:<14} {:>8} {:>14} {:>17} {:>8}",
-            "server", "payload", "flipcall (us)", "wake+wait (us)", "ratio"
-        );
-        for placement in Placement::ALL {
-            let mut baseline = if loaded {
-                // Fork only while no load threads run: start the baseline before them.
-                None
-            } else {
-                Some(Client::start(Mechanism::FutexWakeWait, placement))
-            };
-            let mut in_process = (placement == Placement::Thread)
-                .then(|| Client::start(Mechanism::FlipCall, Placement::Thread));
-            for len in PAYLOADS {
-                let flip = match in_process.as_mut() {
-                    Some(client) => flipcall::median_round_trip(client, len, batches, batch_time),
-                    None => flipcall::median_round_trip(&mut exec_client, len, batches, batch_time),
-                };
-                let base = match baseline.as_mut() {
-                    Some(client) => Some(flipcall::median_round_trip(
-                        client, len, batches, batch_time,
-                    )),
-                    None if placement == Placement::Thread => {
-                        let mut client = Client::start(Mechanism::FutexWakeWait, placement);
-                        Some(flipcall::median_round_trip(
-                            &mut client,
-                            len,
-                            batches,
-                            batch_time,
-                        ))
-                    }
-                    None => None,
-                };
-                let place = match placement {
-                    Placement::Thread => "thread",
-                    Placement::Process => "process (exec)",
-                };
-                match base {
-                    Some(base) => println!(
-                        "{:<14} {:>8} {:>14.2} {:>17.2} {:>7.2}x",
-                        place,
-                        len,
-                        micros(flip),
-                        micros(base),
-                        base.as_secs_f64() / flip.as_secs_f64()
-                    ),
-                    None => println!(
-                        "{:<14} {:>8} {:>14.2} {:>17} {:>8}",
-                        place,
-                        len,
-                        micros(flip),
-                        "(see below)",
-                        ""
-                    ),
-                }
-            }
+        println!();
+        print!("| payload (B) |");
+        for column in COLUMNS {
+            print!(" {column} |");
         }
-        if loaded {
-            println!("(cross-process wake+wait under load needs a fork while load threads run,");
-            println!(" which this example avoids; `cargo bench --bench flipcall` measures it)");
+        println!(" in-process / cross-process | wake+wait / FlipCall, in-process | wake+wait / FlipCall, cross-process |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for len in PAYLOADS {
+            let t = interleaved_medians(&mut clients, len, batches, batch_time);
+            let us = t.map(|d| d.as_secs_f64() * 1e6);
+            println!(
+                "| {len} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                us[0],
+                us[1],
+                us[2],
+                us[3],
+                us[0] / us[1],
+                us[2] / us[0],
+                us[3] / us[1],
+            );
         }
         println!();
     }
+    println!("Ratios: in-process / cross-process above 1 means one process is slower than two; wake+wait / FlipCall above 1 means FlipCall is faster.");
+    println!();
 
+    copy_costs(batches, batch_time);
+
+    let [_, exec_client, ..] = clients;
     demonstrate_peer_death(exec_client, &mut server_process);
 }
 
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
+/// Median time per round trip of each client, batches interleaved (the order rotating) so
+/// drift in machine load hits all alike.
+fn interleaved_medians(
+    clients: &mut [Client; 4],
+    len: usize,
+    batches: usize,
+    batch_time: Duration,
+) -> [Duration; 4] {
+    let sizes: Vec<u64> = clients
+        .iter_mut()
+        .map(|client| batch_size(client, len, batch_time))
+        .collect();
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for round in 0..batches {
+        for k in 0..4 {
+            let i = (round + k) % 4;
+            let n = sizes[i];
+            samples[i].push(clients[i].round_trips(len, n) / n as u32);
+        }
+    }
+    samples.map(|mut s| {
+        s.sort();
+        s[s.len() / 2]
+    })
+}
+
+/// Round trips that take about `batch_time` (after a warm-up).
+fn batch_size(client: &mut Client, len: usize, batch_time: Duration) -> u64 {
+    let mut n = 16u64;
+    loop {
+        let t = client.round_trips(len, n);
+        if t >= batch_time / 4 || n >= 1 << 22 {
+            let per = (t.as_nanos() / u128::from(n)).max(1);
+            return ((batch_time.as_nanos() / per) as u64).clamp(8, 1 << 22);
+        }
+        n *= 4;
+    }
+}
+
+/// `write_from` + `read_into` of N bytes while holding the turn: plain copies (in-process),
+/// atomic copies (a shared window), and `memcpy` into the shared window through the unchecked
+/// slices (what the atomic copies give up).
+fn copy_costs(batches: usize, batch_time: Duration) {
+    let (mut private, _private_server) = flipcall::holding_pair(MAX_PAYLOAD);
+    let (mut shared, _shared_server) = flipcall::holding_shared(MAX_PAYLOAD);
+    let mut buffer = vec![7u8; MAX_PAYLOAD];
+    println!("### Copying a message in and out (`write_from` + `read_into`, ns; lower is better)");
+    println!();
+    println!("| payload (B) | in-process (plain copies) | shared window (atomic copies) | shared window, `memcpy` (unsafe) | atomic / memcpy |");
+    println!("|---|---|---|---|---|");
+    for len in [64, 4096, 64 * 1024] {
+        let ns = [0, 1, 2].map(|way| {
+            let mut n = 64u64;
+            let per_batch = loop {
+                let start = Instant::now();
+                copy_n(way, n, &mut private, &mut shared, &mut buffer[..len]);
+                if start.elapsed() >= batch_time / 4 {
+                    break n;
+                }
+                n *= 4;
+            };
+            let mut samples: Vec<f64> = (0..batches)
+                .map(|_| {
+                    let start = Instant::now();
+                    copy_n(
+                        way,
+                        per_batch,
+                        &mut private,
+                        &mut shared,
+                        &mut buffer[..len],
+                    );
+                    start.elapsed().as_secs_f64() * 1e9 / per_batch as f64
+                })
+                .collect();
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        });
+        println!(
+            "| {len} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            ns[0],
+            ns[1],
+            ns[2],
+            ns[1] / ns[2]
+        );
+    }
+    println!();
+}
+
+/// `n` times a message of `buffer.len()` bytes in and out: way 0 in-process, 1 atomic copies
+/// into a shared window, 2 `memcpy` into the same window.
+fn copy_n(
+    way: usize,
+    n: u64,
+    private: &mut Endpoint<futexkit::futex::Private>,
+    shared: &mut Endpoint<futexkit::futex::Shared>,
+    buffer: &mut [u8],
+) {
+    for _ in 0..n {
+        match way {
+            0 => {
+                private.write_from(0, buffer);
+                private.read_into(0, buffer);
+            }
+            1 => {
+                shared.write_from(0, buffer);
+                shared.read_into(0, buffer);
+            }
+            _ => {
+                // SAFETY: both endpoints of this window belong to the caller and its server
+                // side never runs: nothing else touches the data area.
+                let area = unsafe { shared.data_mut_unchecked() };
+                area[..buffer.len()].copy_from_slice(buffer);
+                std::hint::black_box(&mut *area);
+                buffer.copy_from_slice(&area[..buffer.len()]);
+            }
+        }
+        std::hint::black_box(&mut *buffer);
+    }
 }
 
 fn spawn_server(window: &PacketWindow) -> Child {
@@ -165,8 +260,10 @@ fn serve(fd: i32) {
 
 fn demonstrate_peer_death(mut client: Client, server_process: &mut Child) {
     let endpoint = client.shared_endpoint().expect("flipcall client");
+    println!("### Peer death");
+    println!();
     println!(
-        "peer death: the server holds a call; SIGKILL it 55 ms in (peers are checked every 10 ms)"
+        "The server process holds a call; the example SIGKILLs it 55 ms in (peers are checked every 10 ms)."
     );
     let pid = server_process.id();
     let killed_at = std::sync::Arc::new(std::sync::Mutex::new(None::<Instant>));
@@ -186,7 +283,7 @@ fn demonstrate_peer_death(mut client: Client, server_process: &mut Child) {
     let latency = noticed - killed_at.lock().unwrap().expect("kill time");
     match result {
         Err(Error::PeerDied) => println!(
-            "client's send_recv returned PeerDied {:.1} ms after the SIGKILL",
+            "The client's `send_recv` returned `PeerDied` {:.1} ms after the SIGKILL.",
             latency.as_secs_f64() * 1e3
         ),
         other => println!("unexpected result: {other:?}"),

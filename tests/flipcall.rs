@@ -589,19 +589,22 @@ fn copies_check_their_bounds() {
 
 #[test]
 fn copies_of_every_alignment_and_length_are_exact() {
-    // The shared window's copies go word by word where aligned and byte by byte at the edges.
-    let window = PacketWindow::new(100).unwrap();
+    // The shared window's copies go word by word where aligned and byte by byte at the edges,
+    // and long ones (from 1 KiB on x86-64) as one string copy.
+    const CAP: usize = 3000;
+    let window = PacketWindow::new(CAP).unwrap();
     let mut client = Endpoint::client(&window).unwrap();
     let mut server = Endpoint::server(&window).unwrap();
     server.recv_first_timeout(Duration::ZERO).unwrap_err();
     client.connect_timeout(HANG).unwrap();
+    let long = [1023, 1024, 1025, 2047, 2900];
     for offset in 0..24 {
-        for len in 0..=(100 - offset).min(40) {
-            let fill = vec![0xee; 100];
+        for len in (0..=40).chain(long).filter(|&len| offset + len <= CAP) {
+            let fill = vec![0xee; CAP];
             client.write_from(0, &fill);
             let sent = pattern(len, offset);
             client.write_from(offset, &sent);
-            let mut all = vec![0; 100];
+            let mut all = vec![0; CAP];
             client.read_into(0, &mut all);
             assert_eq!(&all[offset..offset + len], &sent[..], "at {offset}+{len}");
             assert!(
