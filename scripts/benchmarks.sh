@@ -173,6 +173,10 @@ echo "== threadpool" >&2
 } >>"$body"
 
 section "FlipCall round trip, in one process and across two" flipcall_ipc $quick
+note "Reading: one process should be no slower than two (in-process / cross-process at most about 1), and FlipCall faster than raw wake + wait at every size. A shared window's copies are atomic (a peer process may write it at any moment), which costs against memcpy only below 1 KiB. Oversubscribed figures on a 2-CPU virtual machine move between runs by several times, in both directions: a pair either keeps spinning past each other or falls into sleeping and waking every call."
+
+section "FlipCall: one server thread for many channels" flipcall_server $quick
+note "Reading: client threads each call as fast as they can on their own channel (64-byte requests and replies). One flipcall::Server thread against a FlipCall server thread per channel and against one thread serving Unix seqpacket sockets with epoll. With many clients the clients outnumber the CPUs, so fairness shows how the scheduler shared the CPUs among clients as much as the server's round robin."
 
 {
     echo "# Benchmarks"
