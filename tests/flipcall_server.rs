@@ -584,3 +584,54 @@ fn map_state_word(window: &PacketWindow) -> StateMapping {
     };
     StateMapping(base.cast())
 }
+
+#[test]
+fn a_call_waiting_behind_others_is_served_even_past_its_idle_timeout() {
+    // 99 busy channels ahead of one with a short idle timeout, all with a call waiting: the
+    // server's periodic housekeeping comes around before the round robin reaches the last
+    // channel, and must not time out a channel whose call is already there.
+    let mut server = Server::new();
+    let mut clients = Vec::new();
+    for i in 0..100 {
+        let (client, endpoint) = flipcall::pair(8).unwrap();
+        if i < 99 {
+            server.attach(endpoint).unwrap();
+        } else {
+            server
+                .attach_with_idle_timeout(endpoint, Duration::from_millis(10))
+                .unwrap();
+        }
+        clients.push(client);
+    }
+    for client in &mut clients {
+        client.connect_timeout(HANG).unwrap();
+    }
+    thread::sleep(Duration::from_millis(30)); // the last channel's idle time is up
+    for client in &mut clients {
+        client.send_last(0).unwrap();
+    }
+    for _ in 0..100 {
+        let (id, _) = expect_call(&mut server);
+        server.reply(id, 0).unwrap();
+    }
+    assert_eq!(server.len(), 100);
+}
+
+#[test]
+fn timeouts_too_long_for_the_clock_mean_no_timeout() {
+    let mut server = Server::new();
+    let (mut client, endpoint) = flipcall::pair(8).unwrap();
+    server
+        .attach_with_idle_timeout(endpoint, Duration::MAX)
+        .unwrap();
+    client.connect_timeout(HANG).unwrap();
+    client.send_last(0).unwrap();
+    match server.next_event_timeout(Duration::MAX).unwrap() {
+        Event::Call { channel, .. } => server.reply(channel, 0).unwrap(),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        server.next_event_timeout(Duration::from_millis(10)),
+        Err(Error::TimedOut)
+    ));
+}

@@ -678,7 +678,7 @@ impl<S: Scope> Endpoint<S> {
             {
                 // Only a peer rewriting the word makes this fail again and again: let it not
                 // keep us from noticing its death, nor from sharing the CPU.
-                lost_races += 1;
+                lost_races = lost_races.wrapping_add(1);
                 if lost_races % MAX_STATE_CHANGES_WHILE_HOLDING == 0 {
                     self.check_peer()?;
                     crate::thread::yield_now();

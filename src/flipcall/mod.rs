@@ -76,7 +76,11 @@
 //!   ([`Endpoint::data_unchecked`]) is `unsafe`, with the peer's good behaviour as its contract.
 //!
 //! Out of scope: a peer that exhausts memory (refaulting a punched page can then fail), or one
-//! with the power to ptrace or signal this process.
+//! with the power to ptrace or signal this process. And one case of a process racing itself:
+//! with *both* endpoints of one shared window in this process, a third process that forges the
+//! turn can make their two copies overlap in time, and this process's word and byte accesses
+//! of different sizes then race each other, which Rust's memory model leaves undefined. Give a
+//! window you do not trust one endpoint per process (in one process, use [`pair`]).
 //!
 //! In one process ([`pair`]) both endpoints are futexkit's, the data area is lent out as plain
 //! slices ([`Endpoint::data`], [`Endpoint::data_mut`]), and the turn protocol with `&mut self` on

@@ -141,8 +141,11 @@ struct Channel<S: Scope> {
 }
 
 impl<S: Scope> Channel<S> {
+    /// When the channel times out, if it can (a timeout too long to add to the clock never
+    /// does).
     fn idle_expiry(&self) -> Option<Instant> {
-        self.idle_timeout.map(|timeout| self.idle_since + timeout)
+        self.idle_timeout
+            .and_then(|timeout| self.idle_since.checked_add(timeout))
     }
 }
 
@@ -169,8 +172,9 @@ impl<S: Scope> Control<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Registers `endpoint` (a server endpoint not yet started) as a new channel: starts
-    /// serving on it, then counts and names it.
+    /// Registers `endpoint` (a server endpoint not yet started) as a new channel: takes a
+    /// place among the [`MAX_CHANNELS`], starts serving on it, then names it. On an error the
+    /// endpoint is dropped, which shuts its channel down.
     fn register(
         &self,
         mut endpoint: Endpoint<S>,
@@ -178,24 +182,26 @@ impl<S: Scope> Control<S> {
     ) -> Result<Channel<S>, Error> {
         let shutdown = endpoint.shutdown_handle();
         {
-            let registry = self.registry();
+            let mut registry = self.registry();
             if registry.shut_down {
                 return Err(Error::Shutdown);
             }
             if registry.count >= MAX_CHANNELS {
                 return Err(Error::ServerFull { max: MAX_CHANNELS });
             }
+            // The place is taken before the client can connect, so a client that connected
+            // is never turned away for want of one.
+            registry.count += 1;
         }
-        endpoint.start_serving()?;
+        if let Err(err) = endpoint.start_serving() {
+            self.registry().count -= 1;
+            return Err(err);
+        }
         let mut registry = self.registry();
         // Checked again: the lock was let go while the endpoint started.
         if registry.shut_down {
             return Err(Error::Shutdown);
         }
-        if registry.count >= MAX_CHANNELS {
-            return Err(Error::ServerFull { max: MAX_CHANNELS });
-        }
-        registry.count += 1;
         let id = ChannelId(registry.next_id);
         registry.next_id += 1;
         registry.shutdown_handles.push((id, shutdown));
@@ -209,21 +215,28 @@ impl<S: Scope> Control<S> {
 
     fn unregister(&self, id: ChannelId) {
         let mut registry = self.registry();
-        registry.count -= 1;
-        registry.shutdown_handles.retain(|(other, _)| *other != id);
+        if !registry.shut_down {
+            registry.count -= 1;
+            registry.shutdown_handles.retain(|(other, _)| *other != id);
+        }
     }
 
     fn shut_down(&self) {
-        let pending = {
+        let (pending, handles) = {
             let mut registry = self.registry();
             registry.shut_down = true;
-            for (_, handle) in &registry.shutdown_handles {
-                handle.shutdown();
-            }
-            core::mem::take(&mut registry.pending)
+            registry.count = 0;
+            (
+                core::mem::take(&mut registry.pending),
+                core::mem::take(&mut registry.shutdown_handles),
+            )
         };
-        // Dropping the endpoints nobody adopted shuts their channels down too.
-        drop(pending);
+        for (_, handle) in &handles {
+            handle.shutdown();
+        }
+        // Dropping the endpoints nobody adopted shuts their channels down too, and dropping
+        // the handles lets the windows go once their endpoints have.
+        drop((pending, handles));
         if self.word.fetch_or(SHUTDOWN, Ordering::AcqRel) & SHUTDOWN == 0 {
             let _ = self.word.wake(u32::MAX);
         }
@@ -363,13 +376,15 @@ impl<S: Scope> Server<S> {
     ///
     /// [`Error::ServerFull`] with [`MAX_CHANNELS`] attached; [`Error::WrongTurn`] for a client
     /// endpoint or one that has started; [`Error::Shutdown`] if the server or the channel was
-    /// shut down; [`Error::Protocol`] if the window's state is not a new channel's.
+    /// shut down; [`Error::Protocol`] if the window's state is not a new channel's. On an
+    /// error the endpoint is dropped, which shuts its channel down.
     pub fn attach(&mut self, endpoint: Endpoint<S>) -> Result<ChannelId, Error> {
         self.attach_channel(endpoint, None)
     }
 
     /// [`attach`](Server::attach), closing the channel with [`Error::TimedOut`] whenever its
-    /// client makes no call for `idle_timeout` after connecting or after a reply.
+    /// client makes no call for `idle_timeout`: counted from the attach (so a client that is
+    /// slow to connect counts too) and again from each reply.
     ///
     /// # Errors
     ///
@@ -455,7 +470,8 @@ impl<S: Scope> Server<S> {
     ///
     /// As [`next_event`](Server::next_event), and [`Error::TimedOut`].
     pub fn next_event_timeout(&mut self, timeout: Duration) -> Result<Event, Error> {
-        self.next_until(Some(Instant::now() + timeout))
+        // A timeout too long to add to the clock is no timeout.
+        self.next_until(Instant::now().checked_add(timeout))
     }
 
     fn next_until(&mut self, deadline: Option<Instant>) -> Result<Event, Error> {
@@ -565,8 +581,8 @@ impl<S: Scope> Server<S> {
                 .any(|entry| !entry.endpoint.holds_turn() && !entry.endpoint.peer_holds_turn())
     }
 
-    /// Closes waiting channels whose peer died (checked every [`PEER_CHECK_INTERVAL`]) or whose
-    /// idle timeout ran out.
+    /// Closes channels waiting for a call whose peer died (checked every
+    /// [`PEER_CHECK_INTERVAL`]) or whose idle timeout ran out.
     fn housekeeping(&mut self, now: Instant) {
         self.calls_since_housekeeping = 0;
         let check_peers = S::KIND == ScopeKind::Shared && now >= self.next_peer_check;
@@ -576,7 +592,9 @@ impl<S: Scope> Server<S> {
         let mut index = 0;
         while index < self.channels.len() {
             let entry = &mut self.channels[index];
-            let reason = if entry.endpoint.holds_turn() {
+            // A channel the server holds, or whose word shows a call (or an ending) the scan has
+            // not reached yet, is not idle: the scan delivers what is there.
+            let reason = if entry.endpoint.holds_turn() || !entry.endpoint.peer_holds_turn() {
                 None
             } else if check_peers && !entry.endpoint.peer_alive() {
                 Some(Error::PeerDied)
