@@ -349,13 +349,22 @@ pub(crate) fn getpid() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
+/// What [`pid_namespace`] answers on a kernel built without pid namespaces
+/// (`CONFIG_PID_NS=n`): every process is in the one namespace there. Namespace inodes are
+/// allocated far above it, so it names no real namespace.
+const THE_ONLY_PID_NAMESPACE: u32 = 1;
+
 /// This process's pid namespace, as its inode folded to 32 bits (0 if unknown): two processes
-/// can name each other by pid only if these match.
+/// can name each other by pid only if these match. Where `/proc` is mounted but has no
+/// `ns/pid`, the kernel has no pid namespaces and every process shares the one there is.
 pub(crate) fn pid_namespace() -> u32 {
     match rustix::fs::stat("/proc/self/ns/pid") {
         Ok(st) => {
             let ino = st.st_ino;
             (ino ^ (ino >> 32)) as u32
+        }
+        Err(rustix::io::Errno::NOENT) if rustix::fs::stat("/proc/self/stat").is_ok() => {
+            THE_ONLY_PID_NAMESPACE
         }
         Err(_) => 0,
     }
