@@ -5,6 +5,7 @@ use futexkit_support::blocked;
 
 use std::sync::atomic::Ordering;
 
+use futexkit::futex::futex2::{FUTEX2_SPIN, FUTEX2_SPIN_BESIDE_MPOL};
 use futexkit::futex::{Capabilities, Futex, Overrides, Private};
 use futexkit::Capability;
 
@@ -16,8 +17,14 @@ fn results_are_consistent_with_the_kernel_version() {
     let detected = |c| caps.detection(c).detected;
     // op 13 is either LOCK_PI2 or SWAP, never both.
     assert!(!(detected(Capability::LockPi2) && detected(Capability::Swap)));
-    // 0x08 is either MPOL (with NUMA) or SPIN (without), never both.
-    assert!(!(detected(Capability::Mpol) && detected(Capability::Spin)));
+    // 0x08 is either MPOL (with NUMA) or SPIN (without), never both; beside MPOL, SPIN is 0x10.
+    match caps.spin_flag() {
+        Some(FUTEX2_SPIN) => assert!(!detected(Capability::Mpol) && !detected(Capability::Numa)),
+        Some(FUTEX2_SPIN_BESIDE_MPOL) => assert!(detected(Capability::Mpol)),
+        Some(other) => panic!("SPIN at flag {other:#x}"),
+        None => assert!(!detected(Capability::Spin)),
+    }
+    assert_eq!(caps.spin_flag().is_some(), detected(Capability::Spin));
     if detected(Capability::Mpol) || detected(Capability::Spin) || detected(Capability::Numa) {
         assert!(detected(Capability::Futex2));
     }
@@ -31,10 +38,10 @@ fn results_are_consistent_with_the_kernel_version() {
         );
     }
     if version >= (5, 14) && detected(Capability::Pi) {
-        assert!(detected(Capability::LockPi2), "LOCK_PI2 exists since 5.14");
+        // Op 13 is LOCK_PI2 on mainline since 5.14, FUTEX_SWAP on futexkit's test kernel.
         assert!(
-            !detected(Capability::Swap),
-            "mainline op 13 is LOCK_PI2, not SWAP"
+            detected(Capability::LockPi2) != detected(Capability::Swap),
+            "op 13 is one of LOCK_PI2 and FUTEX_SWAP since 5.14"
         );
     }
     if version >= (6, 16) {

@@ -364,26 +364,40 @@ fn numa_error(err: Error) -> Error {
 }
 
 /// `FUTEX2_SPIN` from the never-merged 2024 RFC: the word holds the owner's TID, and the kernel
-/// spins while that owner runs before it sleeps. The bit is `FUTEX2_MPOL` on 6.16+; use it only
-/// where [`Capability::Spin`](super::Capability::Spin) was probed (and opted in).
+/// spins while that owner runs before it sleeps. The bit is `FUTEX2_MPOL` on 6.16+, so a kernel
+/// with both puts SPIN at [`FUTEX2_SPIN_BESIDE_MPOL`]; [`Capabilities::spin_flag`] says which
+/// one the running kernel uses.
+///
+/// [`Capabilities::spin_flag`]: super::Capabilities::spin_flag
 pub const FUTEX2_SPIN: u32 = 0x08;
 
-/// futex2 `futex_wait` with [`FUTEX2_SPIN`] on a 32-bit word holding `owner_tid`.
-///
-/// Only for kernels where [`Capability::Spin`](super::Capability::Spin) was probed: elsewhere
-/// the flag means something else (or nothing). [`crate::spin::wait_on_owner`] checks that and
-/// falls back to the user-space policy.
+/// Where `FUTEX2_SPIN` lives on a kernel that also has `FUTEX2_MPOL` (6.16+): the first bit
+/// mainline leaves free. futexkit's test kernel (`scripts/kernel/`) puts it there.
+pub const FUTEX2_SPIN_BESIDE_MPOL: u32 = 0x10;
+
+/// futex2 `futex_wait` with `FUTEX2_SPIN` on a 32-bit word holding `owner_tid`: the kernel
+/// spins while the owner runs, then sleeps. `Ok(())` on a wake or when the word changed during
+/// the spin (possibly spuriously: re-check). Most callers want [`crate::spin::wait_on_owner`],
+/// which takes a spinner place and falls back to the user-space policy where this is missing.
 ///
 /// # Errors
 ///
-/// As [`wait`]; the RFC's `EAGAIN` for an owner that does not exist is reported as
-/// [`Error::ValueChanged`], and `EPERM` (a kernel-thread owner) as [`Error::PermissionDenied`].
-pub(crate) fn wait_spinning_on_owner<S: Scope>(
+/// [`Error::Unsupported`] unless [`Capability::Spin`](super::Capability::Spin) is in use
+/// (probed, and opted in with `FUTEXKIT_ENABLE=spin`): elsewhere the flag means something else
+/// or nothing. Otherwise as [`wait`]; the RFC's `EAGAIN` for an owner that does not exist is
+/// reported as [`Error::ValueChanged`], and `EPERM` (a kernel-thread owner) as
+/// [`Error::PermissionDenied`].
+pub fn wait_spinning_on_owner<S: Scope>(
     word: &Futex<S>,
     owner_tid: u32,
     deadline: Option<Deadline>,
 ) -> Result<(), Error> {
-    let flags = FUTEX2_SIZE_U32 | S::KIND.futex2_flag() | FUTEX2_SPIN;
+    let caps = super::capabilities();
+    let spin_flag = match caps.spin_flag() {
+        Some(flag) if caps.has(super::Capability::Spin) => flag,
+        _ => return Err(Error::Unsupported),
+    };
+    let flags = FUTEX2_SIZE_U32 | S::KIND.futex2_flag() | spin_flag;
     // SAFETY: `word` is a live, 4-byte-aligned AtomicU32, the size named in `flags`.
     unsafe {
         wait_raw(

@@ -8,7 +8,8 @@
 //!   called on a word that already holds our own TID, so LOCK_PI2 answers `EDEADLK` and SWAP
 //!   (nothing to wake, value mismatch) answers `EAGAIN`;
 //! * futex2 flag `0x08` is `FUTEX2_MPOL` on 6.16+ and `FUTEX2_SPIN` on the SPIN patches: it is
-//!   told apart by whether `FUTEX2_NUMA` (also 6.16+) exists.
+//!   told apart by whether `FUTEX2_NUMA` (also 6.16+) exists. A kernel with both MPOL and SPIN
+//!   (futexkit's test kernel) puts SPIN at `0x10`, which mainline rejects with EINVAL.
 //!
 //! `FUTEXKIT_DISABLE=swap,spin,...` (or `all`) forces capabilities off so every fallback can be
 //! tested on any kernel. `FUTEXKIT_ENABLE=spin` opts in to FUTEX2_SPIN, which has no stable ABI.
@@ -111,6 +112,7 @@ pub struct Capabilities {
     kernel_release: String,
     usable_cpus: usize,
     detections: Vec<Detection>,
+    spin_flag: Option<u32>,
 }
 
 /// Which capabilities the user forced off or opted in to.
@@ -204,7 +206,7 @@ impl Capabilities {
 
     /// Runs every probe now, with the given overrides.
     pub fn detect_with(overrides: &Overrides) -> Capabilities {
-        let mut detections: Vec<Detection> = probes::run_all();
+        let (mut detections, spin_flag) = probes::run_all();
         for (cap, detection) in Capability::ALL.iter().zip(detections.iter_mut()) {
             detection.disabled = overrides.disables(*cap);
         }
@@ -212,6 +214,7 @@ impl Capabilities {
             kernel_release: probes::kernel_release(),
             usable_cpus: probes::usable_cpus(),
             detections,
+            spin_flag,
         }
     }
 
@@ -223,6 +226,14 @@ impl Capabilities {
     /// How `cap` was decided.
     pub fn detection(&self, cap: Capability) -> &Detection {
         &self.detections[cap.index()]
+    }
+
+    /// The futex2 flag that means `FUTEX2_SPIN` on this kernel, where it was detected:
+    /// [`FUTEX2_SPIN`](super::futex2::FUTEX2_SPIN) (`0x08`, the RFC's value, on a kernel without
+    /// `FUTEX2_MPOL`) or [`FUTEX2_SPIN_BESIDE_MPOL`](super::futex2::FUTEX2_SPIN_BESIDE_MPOL)
+    /// (`0x10`). `None` where there is no SPIN, opted in or not.
+    pub fn spin_flag(&self) -> Option<u32> {
+        self.spin_flag
     }
 
     /// The CPUs this process may run on (its affinity mask) when probed.
@@ -262,15 +273,16 @@ impl fmt::Display for Capabilities {
 mod probes {
     use super::{Capability, Detection};
 
-    pub(super) fn run_all() -> Vec<Detection> {
-        Capability::ALL
+    pub(super) fn run_all() -> (Vec<Detection>, Option<u32>) {
+        let detections = Capability::ALL
             .iter()
             .map(|_| Detection {
                 detected: false,
                 disabled: false,
                 evidence: "not probed under a model checker".into(),
             })
-            .collect()
+            .collect();
+        (detections, None)
     }
 
     pub(super) fn kernel_release() -> String {
@@ -288,7 +300,10 @@ mod probes {
     use std::time::Duration;
 
     use super::Detection;
-    use crate::futex::futex2::{FUTEX2_MPOL, FUTEX2_NUMA, FUTEX2_PRIVATE, FUTEX2_SIZE_U32};
+    use crate::futex::futex2::{
+        FUTEX2_MPOL, FUTEX2_NUMA, FUTEX2_PRIVATE, FUTEX2_SIZE_U32, FUTEX2_SPIN,
+        FUTEX2_SPIN_BESIDE_MPOL,
+    };
     use crate::futex::{op, sys};
 
     pub(super) use sys::{kernel_release, usable_cpus};
@@ -314,15 +329,25 @@ mod probes {
         }
     }
 
-    /// In `Capability::ALL` order.
-    pub(super) fn run_all() -> Vec<Detection> {
+    /// In `Capability::ALL` order, and the flag SPIN has (if any).
+    pub(super) fn run_all() -> (Vec<Detection>, Option<u32>) {
         let numa = numa_flag();
-        let flag_08 = flag_0x08();
+        let flag_08 = futex2_flag_on_mismatch(FUTEX2_MPOL);
+        let flag_10 = futex2_flag_on_mismatch(FUTEX2_SPIN_BESIDE_MPOL);
         let numa_present = numa == Err(libc::EAGAIN);
         let flag_08_accepted = flag_08 == Err(libc::EAGAIN);
+        // docs/kernel.md: 0x08 is SPIN only if it is accepted and NUMA is rejected; 0x10, which
+        // mainline rejects, is SPIN wherever it is accepted.
+        let spin_flag = if flag_08_accepted && numa == Err(libc::EINVAL) {
+            Some(FUTEX2_SPIN)
+        } else if flag_10 == Err(libc::EAGAIN) {
+            Some(FUTEX2_SPIN_BESIDE_MPOL)
+        } else {
+            None
+        };
         let op13 = op13();
         let swap = swap(op13);
-        vec![
+        let detections = vec![
             futex2(),
             waitv(),
             detection(
@@ -355,17 +380,19 @@ mod probes {
             ),
             requeue_pi(),
             swap,
-            // docs/kernel.md: 0x08 is SPIN only if it is accepted and NUMA is rejected.
             detection(
-                flag_08_accepted && numa == Err(libc::EINVAL),
+                spin_flag.is_some(),
                 format!(
-                    "futex_wait(0x08): {}, NUMA: {} (SPIN needs EAGAIN and EINVAL)",
+                    "futex_wait(0x08): {}, NUMA: {} (SPIN at 0x08 needs EAGAIN and EINVAL); \
+                     futex_wait(0x10): {} (SPIN at 0x10 needs EAGAIN)",
                     errno_name(flag_08),
-                    errno_name(numa)
+                    errno_name(numa),
+                    errno_name(flag_10)
                 ),
             ),
             rseq_slice(),
-        ]
+        ];
+        (detections, spin_flag)
     }
 
     /// docs/kernel.md: `futex_wake` with nr 0 wakes nobody; ENOSYS before 6.7.
@@ -418,10 +445,11 @@ mod probes {
         }
     }
 
-    /// docs/kernel.md: `futex_wait(&W=1, val 0, mask 0xffff_ffff, U32|PRIVATE|0x08)`: <6.7 ENOSYS,
-    /// 6.7-6.15 EINVAL, 6.16+ EAGAIN (MPOL), SPIN kernel EAGAIN. The word holds 1, not an
-    /// owner TID that could be missing, so the SPIN RFC's bucket-lock leak cannot trigger.
-    fn flag_0x08() -> Result<usize, i32> {
+    /// docs/kernel.md: `futex_wait(&W=1, val 0, mask 0xffff_ffff, U32|PRIVATE|flag)`. For 0x08:
+    /// <6.7 ENOSYS, 6.7-6.15 EINVAL, 6.16+ EAGAIN (MPOL), SPIN kernel EAGAIN; for 0x10: EINVAL
+    /// (or ENOSYS) on mainline, EAGAIN where SPIN lives there. The word holds 1, not an owner
+    /// TID that could be missing, so the SPIN RFC's bucket-lock leak cannot trigger.
+    fn futex2_flag_on_mismatch(flag: u32) -> Result<usize, i32> {
         let word = AtomicU32::new(1);
         // SAFETY: `word` is live and aligned; value 0 mismatches, so no blocking.
         unsafe {
@@ -429,7 +457,7 @@ mod probes {
                 word.as_ptr().cast(),
                 0,
                 0xffff_ffff,
-                FUTEX2_SIZE_U32 | FUTEX2_PRIVATE | FUTEX2_MPOL,
+                FUTEX2_SIZE_U32 | FUTEX2_PRIVATE | flag,
                 core::ptr::null(),
                 libc::CLOCK_MONOTONIC,
             )
