@@ -6,7 +6,10 @@
 # Usage: scripts/kernel-matrix.sh [TARGET...]
 #   TARGET: host, or a Debian suite whose linux-image-amd64 is booted. Default: all of
 #   host bullseye bookworm bookworm-backports (Linux 6.18-ish host, 5.10, 6.1, 6.12); sid
-#   (Linux 7.x, a moving target, so not in CI) only when named.
+#   (Linux 7.x, a moving target, so not in CI) only when named. `patched` boots futexkit's test
+#   kernel (scripts/kernel/build.sh builds it, about 10 minutes the first time, so not in CI):
+#   FUTEX_SWAP, FUTEX2_SPIN (opted in) and the rseq slice extension present, and every kernel
+#   path's test must report that it ran (KM-KERNEL-PATH lines).
 # Environment:
 #   KM_ACCEL    auto (default: KVM when it boots a kernel, else TCG), kvm or tcg
 #   KM_CACHE    downloads, initramfs and logs (default target/kernel-matrix)
@@ -49,6 +52,19 @@ expected_caps() {
     6.12) echo "+futex2 +waitv -numa -mpol +pi +lock_pi2 +requeue_pi -swap -spin -rseq_slice" ;;
     # rseq slices depend on CONFIG_RSEQ_SLICE_EXTENSION: Debian's 7.2 leaves it out (ENOTSUPP).
     7.*) echo "+futex2 +waitv +numa +mpol +pi +lock_pi2 +requeue_pi -swap -spin" ;;
+    *) echo "" ;;
+    esac
+}
+
+# What futexkit's test kernel has (scripts/kernel/futex-swap-spin.patch on 7.2): op 13 is
+# FUTEX_SWAP instead of LOCK_PI2; SPIN sits at 0x10 beside MPOL.
+PATCHED_CAPS="+futex2 +waitv +numa +mpol +pi -lock_pi2 +requeue_pi +swap +spin +rseq_slice"
+# The KM-KERNEL-PATH names tests/kernel_paths.rs reports, per capability.
+kernel_paths_for() {
+    case $1 in
+    swap) echo "swap flipcall-swap" ;;
+    spin) echo "spin" ;;
+    rseq_slice) echo "rseq-slice" ;;
     *) echo "" ;;
     esac
 }
@@ -192,7 +208,10 @@ write_init() {
         cat <<'EOF'
 # The host passes what this kernel is known to have as km_expect=+a,-b on the command line.
 for arg in $(cat /proc/cmdline); do
-    case $arg in km_expect=*) export FUTEXKIT_TEST_EXPECT_CAPS="${arg#km_expect=}" ;; esac
+    case $arg in
+    km_expect=*) export FUTEXKIT_TEST_EXPECT_CAPS="${arg#km_expect=}" ;;
+    km_enable=*) export FUTEXKIT_ENABLE="${arg#km_enable=}" ;;
+    esac
 done
 echo "KM-BOOTED $(uname -r) cpus $(nproc)"
 echo "KM-EXPECT ${FUTEXKIT_TEST_EXPECT_CAPS:-none}"
@@ -268,11 +287,13 @@ smoke_boot() {
     strip_terminal <"$CACHE/smoke.log" | grep -c '^KM-SMOKE-OK' >/dev/null
 }
 
-# Boots KERNEL with the test initramfs; the serial console goes to LOG.
+# Boots KERNEL with the test initramfs; the serial console goes to LOG. ENABLE is passed on as
+# FUTEXKIT_ENABLE.
 boot() {
-    local kernel=$1 log=$2 expect=$3
+    local kernel=$1 log=$2 expect=$3 enable=${4:-}
     local append="console=ttyS0 quiet panic=-1"
     [[ -z $expect ]] || append+=" km_expect=${expect// /,}"
+    [[ -z $enable ]] || append+=" km_enable=$enable"
     timeout "$GUEST_TIMEOUT" qemu-system-x86_64 "${QEMU_ACCEL[@]}" -smp 2 -m 1G -nographic \
         -no-reboot -kernel "$kernel" -initrd "$CACHE/initramfs.cpio.gz" -append "$append" \
         </dev/null 2>&1 | strip_terminal >"$log" || true
@@ -323,6 +344,17 @@ report() {
         [[ $rc == 0 ]] || problems+=("$name exited ${rc:-without a sentinel (hung or crashed)}")
     done < <(sed -n 's/^KM-TEST-BEGIN //p' "$log")
     grep -q '^KM-ALL-DONE' "$log" || problems+=("did not finish (timeout ${GUEST_TIMEOUT}s or crash)")
+    # Kernel paths (tests/kernel_paths.rs): each one an expected capability needs must have run.
+    local word path count paths=()
+    grep -o 'KM-KERNEL-PATH .*' "$log" | sed 's/^KM-KERNEL-PATH /    ran: /' || true
+    for word in $expect; do
+        [[ $word == +* ]] || continue
+        for path in $(kernel_paths_for "${word#+}"); do
+            count=$(grep -c "KM-KERNEL-PATH $path:" "$log" || true)
+            paths+=("$path $count")
+            ((count > 0)) || problems+=("kernel path $path never ran")
+        done
+    done
     if [[ -n $expect ]]; then
         # tests/probe.rs compares; this only makes sure the guest was told.
         note "expected: $expect (checked by tests/probe.rs)"
@@ -337,6 +369,7 @@ report() {
     probe_line=$(probe_summary "$log")
     fallbacks=$(fallbacks_of "$probe_line")
     verdict="$passed passed, $failed failed"
+    ((${#paths[@]} == 0)) || verdict+="; kernel paths run: $(IFS=,; echo "${paths[*]}" | sed 's/,/, /g')"
     ((${#problems[@]} == 0)) || verdict+=" (FAILED)"
     RESULTS+=("$target|${release:-?}|$accel|${secs}s|$probe_line|${fallbacks:--}|$verdict")
     TOTAL_PASSED=$((TOTAL_PASSED + passed))
@@ -366,7 +399,7 @@ probe_summary() {
 }
 
 run_target() {
-    local target=$1 kernel log start series expect
+    local target=$1 kernel log start series expect enable=
     log=$CACHE/logs/$target.log
     mkdir -p "$CACHE/logs"
     start=$SECONDS
@@ -376,26 +409,38 @@ run_target() {
         report host "$log" $((SECONDS - start)) native ""
         return
     fi
-    step "$target: fetch linux-image-amd64's kernel"
-    if ! kernel=$(fetch_kernel "$target"); then
-        FAILED=1
-        note "could not fetch a kernel for $target (see $CACHE/debs/*.err)"
-        RESULTS+=("$target|?|-|-|not booted: no linux-image-amd64 in $target|-|-")
-        return
+    if [[ $target == patched ]]; then
+        step "patched: build (or reuse) futexkit's test kernel with scripts/kernel/build.sh"
+        if ! kernel=$(scripts/kernel/build.sh | tail -n1) || [[ ! -f $kernel ]]; then
+            FAILED=1
+            note "scripts/kernel/build.sh failed"
+            RESULTS+=("patched|?|-|-|not booted: the test kernel did not build|-|-")
+            return
+        fi
+        expect=$PATCHED_CAPS
+        enable=spin
+    else
+        step "$target: fetch linux-image-amd64's kernel"
+        if ! kernel=$(fetch_kernel "$target"); then
+            FAILED=1
+            note "could not fetch a kernel for $target (see $CACHE/debs/*.err)"
+            RESULTS+=("$target|?|-|-|not booted: no linux-image-amd64 in $target|-|-")
+            return
+        fi
+        series=$(basename "$kernel" | sed -n 's/^vmlinuz-\([0-9]*\.[0-9]*\).*/\1/p')
+        expect=$(expected_caps "$series")
     fi
     note "$kernel"
     ((${#QEMU_ACCEL[@]})) || choose_accel "$kernel"
-    series=$(basename "$kernel" | sed -n 's/^vmlinuz-\([0-9]*\.[0-9]*\).*/\1/p')
-    expect=$(expected_caps "$series")
     step "$target: boot $(basename "$kernel") (${QEMU_ACCEL[*]:0:2}, -smp 2, timeout ${GUEST_TIMEOUT}s)"
     start=$SECONDS
-    boot "$kernel" "$log" "$expect"
+    boot "$kernel" "$log" "$expect" "$enable"
     if ! grep -q 'KM-BOOTED' "$log"; then
         # Under TCG a stock kernel now and then oopses in early boot, before any of our code
         # runs (seen: int3 in sched_clock_cpu from sched_init_debug on 6.12); boot once more.
         note "the guest did not reach init: $(grep -m1 -E 'Kernel panic|Oops' "$log" || echo 'no panic line'); booting again"
         cp "$log" "$log.first"
-        boot "$kernel" "$log" "$expect"
+        boot "$kernel" "$log" "$expect" "$enable"
     fi
     report "$target" "$log" $((SECONDS - start)) "${QEMU_ACCEL[1]%%,*}" "$expect"
 }
@@ -416,6 +461,7 @@ main() {
     for target in "${targets[@]}"; do
         [[ $target == host ]] && continue
         needs_guest=1
+        [[ $target == patched ]] && continue
         # A suite beyond the defaults (sid: Linux 7.x) joins the apt lists only when asked for.
         [[ " ${APT_SUITES[*]} " == *" $target "* ]] || APT_SUITES+=("$target")
     done

@@ -1,7 +1,7 @@
 //! swap and Parker: wake exactly one, wait correctly, time out, and never lose or double a turn.
 #![cfg(not(model))]
 
-use futexkit_support::blocked;
+use futexkit_support::{blocked, kernel_path};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,6 +35,9 @@ fn swap_wakes_exactly_one_waiter_and_then_waits() {
         own.store(1, Ordering::Release);
         own.wake(1).unwrap();
         assert_eq!(swapper.join().unwrap(), Ok(()), "{mode:?}");
+        if mode == SwapMode::Kernel {
+            kernel_path::ran("swap", "swap_wakes_exactly_one_waiter_and_then_waits");
+        }
     }
 }
 
@@ -52,6 +55,9 @@ fn swap_with_a_changed_value_still_wakes_the_partner() {
             Err(Error::ValueChanged)
         );
         assert_eq!(waiter.join().unwrap(), Ok(()), "the partner was woken");
+        if mode == SwapMode::Kernel {
+            kernel_path::ran("swap", "swap_with_a_changed_value_still_wakes_the_partner");
+        }
     }
 }
 
@@ -66,6 +72,9 @@ fn swap_deadline_expires() {
             Err(Error::TimedOut)
         );
         assert!(deadline.has_passed());
+        if mode == SwapMode::Kernel {
+            kernel_path::ran("swap", "swap_deadline_expires");
+        }
     }
 }
 
@@ -117,6 +126,9 @@ fn a_million_swaps_lose_no_turn() {
         side(0, Arc::clone(&turn), Arc::clone(&counter))();
         b.join().unwrap();
         assert_eq!(counter.load(Ordering::Relaxed), 2 * ROUNDS, "{mode:?}");
+        if mode == SwapMode::Kernel {
+            kernel_path::ran("swap", "a_million_swaps_lose_no_turn");
+        }
     }
 }
 

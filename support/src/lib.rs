@@ -17,6 +17,8 @@ pub mod flipcall;
 #[cfg(not(any(loom, shuttle)))]
 pub mod flipcall_server;
 #[cfg(not(any(loom, shuttle)))]
+pub mod kernel_path;
+#[cfg(not(any(loom, shuttle)))]
 pub mod kv;
 #[cfg(not(any(loom, shuttle)))]
 pub mod locks;
