@@ -62,7 +62,7 @@ PATCHED_CAPS="+futex2 +waitv +numa +mpol +pi -lock_pi2 +requeue_pi +swap +spin +
 # The KM-KERNEL-PATH names tests/kernel_paths.rs reports, per capability.
 kernel_paths_for() {
     case $1 in
-    swap) echo "swap flipcall-swap" ;;
+    swap) echo "swap swap-handoff flipcall-swap" ;;
     spin) echo "spin" ;;
     rseq_slice) echo "rseq-slice" ;;
     *) echo "" ;;

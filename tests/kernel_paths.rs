@@ -54,8 +54,13 @@ fn swap_hands_off_with_kernel_futex_swap() {
             let (mut woken, mut woken_on_partners_cpu) = (0u64, 0u64);
             let mut slept_in_swap = false;
             for round in 0..SWAP_ROUNDS {
+                let limit = Deadline::after(Duration::from_secs(10));
                 while turn.load(Ordering::Acquire) != me {
-                    let _ = turn.wait(other, None);
+                    assert!(
+                        !limit.has_passed(),
+                        "the partner never handed the turn back"
+                    );
+                    let _ = turn.wait(other, Some(limit));
                 }
                 if slept_in_swap {
                     woken += 1;
@@ -72,7 +77,8 @@ fn swap_hands_off_with_kernel_futex_swap() {
                     turn.wake(1).unwrap();
                     continue;
                 }
-                slept_in_swap = match swap::swap_in(SwapMode::Kernel, &turn, other, &turn, None) {
+                let limit = Some(Deadline::after(Duration::from_secs(10)));
+                slept_in_swap = match swap::swap_in(SwapMode::Kernel, &turn, other, &turn, limit) {
                     Ok(()) => true,
                     Err(Error::ValueChanged) => false,
                     Err(e) => panic!("FUTEX_SWAP failed: {e}"),
@@ -97,7 +103,7 @@ fn swap_hands_off_with_kernel_futex_swap() {
         "only {moved} of {woken} threads woken by FUTEX_SWAP ran on the swapping thread's CPU"
     );
     kernel_path::ran(
-        "swap",
+        "swap-handoff",
         &format!(
             "{} FUTEX_SWAP calls; {woken} slept and were woken, {moved} of those on the \
              swapping thread's CPU",
@@ -212,8 +218,9 @@ fn owner_wait_spins_in_the_kernel() {
         caps.detection(Capability::Spin).evidence
     );
 
-    // An owner that runs (spins in user space) and lets go: the waiter spins in the kernel and
-    // returns without a voluntary context switch, at least in some rounds.
+    // An owner that runs (spins in user space) and lets go: the waiter, inside a FUTEX2_SPIN
+    // call, spins in the kernel and is woken without a voluntary context switch, at least in
+    // some rounds (a round whose waiter came too late to call at all does not count).
     let mut returned_without_sleeping = 0;
     let mut switches_per_round = Vec::new();
     for _ in 0..SPIN_ROUNDS {
@@ -236,32 +243,21 @@ fn owner_wait_spins_in_the_kernel() {
                 word.wake(1).unwrap();
             })
         };
-        let owner_tid = loop {
-            match word.load(Ordering::Acquire) {
-                0 => std::hint::spin_loop(),
-                tid => break tid,
-            }
-        };
+        let owner_tid = published_owner(&word);
         let switches_before = voluntary_switches();
         go.store(true, Ordering::Release);
-        let deadline = Deadline::after(Duration::from_secs(10));
-        while word.load(Ordering::Acquire) == owner_tid {
-            match futex2::wait_spinning_on_owner(&*word, owner_tid, Some(deadline)) {
-                Ok(()) | Err(Error::ValueChanged) => {}
-                Err(e) => panic!("FUTEX2_SPIN wait failed: {e}"),
-            }
-        }
+        let woken = wait_while_owned(&word, owner_tid);
         let slept = voluntary_switches() - switches_before;
-        if slept == 0 {
+        if woken > 0 && slept == 0 {
             returned_without_sleeping += 1;
         }
-        switches_per_round.push(slept);
+        switches_per_round.push((woken, slept));
         owner.join().unwrap();
     }
     assert!(
         returned_without_sleeping > 0,
-        "the waiter slept in every round (voluntary switches per round: {switches_per_round:?}): \
-         the kernel never spun on a running owner"
+        "no FUTEX2_SPIN call was woken without sleeping ((calls woken, voluntary switches) per \
+         round: {switches_per_round:?}): the kernel never spun on a running owner"
     );
 
     // An owner that is off CPU (asleep): the waiter sleeps until the wake.
@@ -275,26 +271,24 @@ fn owner_wait_spins_in_the_kernel() {
             word.wake(1).unwrap();
         })
     };
-    let owner_tid = loop {
-        match word.load(Ordering::Acquire) {
-            0 => std::hint::spin_loop(),
-            tid => break tid,
-        }
-    };
-    while word.load(Ordering::Acquire) == owner_tid {
-        match futex2::wait_spinning_on_owner(&*word, owner_tid, None) {
-            Ok(()) | Err(Error::ValueChanged) => {}
-            Err(e) => panic!("FUTEX2_SPIN wait failed: {e}"),
-        }
-    }
+    let owner_tid = published_owner(&word);
+    let switches_before = voluntary_switches();
+    let woken = wait_while_owned(&word, owner_tid);
+    let slept = voluntary_switches() - switches_before;
     owner.join().unwrap();
+    assert!(
+        woken > 0 && slept > 0,
+        "a waiter on a sleeping owner was woken from {woken} calls after {slept} sleeps"
+    );
 
     // No such owner: EAGAIN, and the word's futex bucket is free afterwards (a leaked bucket lock
-    // would hang the timed wait below).
+    // would hang the timed wait below). A kernel that waited instead times out: a failure, not
+    // a hang.
     let nobody = 0x3fff_fff0;
     let word = Futex::new(nobody);
+    let soon = || Some(Deadline::after(Duration::from_secs(1)));
     assert_eq!(
-        futex2::wait_spinning_on_owner(&word, nobody, None),
+        futex2::wait_spinning_on_owner(&word, nobody, soon()),
         Err(Error::ValueChanged)
     );
     assert_eq!(
@@ -304,7 +298,7 @@ fn owner_wait_spins_in_the_kernel() {
     // A kernel thread (kthreadd, TID 2 in the guest's PID namespace) as the owner: EPERM.
     let kthread = Futex::new(2);
     assert_eq!(
-        futex2::wait_spinning_on_owner(&kthread, 2, None),
+        futex2::wait_spinning_on_owner(&kthread, 2, soon()),
         Err(Error::PermissionDenied)
     );
     kernel_path::ran(
@@ -316,6 +310,31 @@ fn owner_wait_spins_in_the_kernel() {
             caps.spin_flag().unwrap_or_default()
         ),
     );
+}
+
+/// The TID an owner thread stores in `word` (0 until it has).
+fn published_owner(word: &Futex) -> u32 {
+    loop {
+        match word.load(Ordering::Acquire) {
+            0 => std::hint::spin_loop(),
+            tid => return tid,
+        }
+    }
+}
+
+/// Waits with `FUTEX2_SPIN` until `word` no longer holds `owner_tid` (10 s at most); returns
+/// how many of the calls were woken (rather than finding the word changed).
+fn wait_while_owned(word: &Futex, owner_tid: u32) -> usize {
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let mut woken = 0;
+    while word.load(Ordering::Acquire) == owner_tid {
+        match futex2::wait_spinning_on_owner(word, owner_tid, Some(deadline)) {
+            Ok(()) => woken += 1,
+            Err(Error::ValueChanged) => {}
+            Err(e) => panic!("FUTEX2_SPIN wait failed: {e}"),
+        }
+    }
+    woken
 }
 
 /// This thread's voluntary context switches so far.
@@ -364,9 +383,11 @@ fn rseq_slice_extension_grants_a_request() {
         "child failed: {stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let marker = format!("{RSEQ_CHILD} grants ");
     let grants = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{RSEQ_CHILD} grants ")))
+        .split(&marker)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
         .expect("the child reported no grants line");
     kernel_path::ran(
         "rseq-slice",
@@ -478,13 +499,16 @@ mod rseq_child {
             }
             request.store(1, Ordering::Relaxed);
             let mut spins = 0;
-            while spins < spins_per_section && granted.load(Ordering::Relaxed) == 0 {
+            let mut seen_granted = false;
+            while spins < spins_per_section && !seen_granted {
+                seen_granted = granted.load(Ordering::Relaxed) != 0;
                 std::hint::spin_loop();
                 spins += 1;
             }
             request.store(0, Ordering::Relaxed);
-            if granted.load(Ordering::Relaxed) != 0 {
+            if seen_granted {
                 grants += 1;
+                // The grant is over once the section is: give the CPU back, as the ABI asks.
                 // SAFETY: a syscall without arguments.
                 unsafe { libc::syscall(SYS_RSEQ_SLICE_YIELD) };
             }

@@ -375,9 +375,11 @@ pub const FUTEX2_SPIN: u32 = 0x08;
 /// mainline leaves free. futexkit's test kernel (`scripts/kernel/`) puts it there.
 pub const FUTEX2_SPIN_BESIDE_MPOL: u32 = 0x10;
 
-/// futex2 `futex_wait` with `FUTEX2_SPIN` on a 32-bit word holding `owner_tid`: the kernel
-/// spins while the owner runs, then sleeps. `Ok(())` on a wake or when the word changed during
-/// the spin (possibly spuriously: re-check). Most callers want [`crate::spin::wait_on_owner`],
+/// futex2 `futex_wait` with `FUTEX2_SPIN` on a 32-bit word holding `owner_tid`: queued as any
+/// waiter, the caller spins in the kernel while the owner runs, then sleeps. `Ok(())` on a wake,
+/// whether it came during the spin or the sleep (possibly spuriously: re-check); a word that no
+/// longer holds `owner_tid` when the call queues gives [`Error::ValueChanged`], as [`wait`]
+/// does. Most callers want [`crate::spin::wait_on_owner`],
 /// which takes a spinner place and falls back to the user-space policy where this is missing.
 ///
 /// # Errors
