@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use futexkit::flipcall;
 use futexkit::futex::{futex2, Deadline, Error, Futex};
+use futexkit::spin::{wait_on_owner, Spinner};
 use futexkit::swap::{self, SwapMode};
 use futexkit::Capability;
 
@@ -136,6 +137,8 @@ fn blocked_syscall(tid: u32) -> Option<Vec<u64>> {
 }
 
 const FUTEX_SYSCALL: u64 = libc::SYS_futex as u64;
+/// futex2 `futex_wait` (not yet in every libc's syscall list).
+const FUTEX_WAIT_SYSCALL: u64 = 455;
 const FUTEX_SWAP_PRIVATE: u64 = 13 | 128;
 
 /// A FlipCall server that answers a sleeping client hands over with FUTEX_SWAP and then waits
@@ -260,26 +263,45 @@ fn owner_wait_spins_in_the_kernel() {
          round: {switches_per_round:?}): the kernel never spun on a running owner"
     );
 
-    // An owner that is off CPU (asleep): the waiter sleeps until the wake.
+    // An owner that is off CPU (asleep): the waiter sleeps until the wake. The waiter goes
+    // through the policy entry point, `spin::wait_on_owner`, and the owner sees it asleep inside
+    // `futex_wait` with the SPIN flag.
     let word = Arc::new(Futex::new(0));
+    let waiter_tid = blocked::gettid();
+    let spin_flag = caps.spin_flag().expect("SPIN detected without a flag");
     let owner = {
         let word = Arc::clone(&word);
         std::thread::spawn(move || {
             word.store(blocked::gettid(), Ordering::Release);
-            std::thread::sleep(Duration::from_millis(30));
+            let limit = Instant::now() + Duration::from_secs(5);
+            let mut seen_in_spin_wait = false;
+            while !seen_in_spin_wait && Instant::now() < limit {
+                seen_in_spin_wait = blocked_syscall(waiter_tid).is_some_and(|call| {
+                    call[0] == FUTEX_WAIT_SYSCALL
+                        && call
+                            .get(4)
+                            .is_some_and(|flags| flags & u64::from(spin_flag) != 0)
+                });
+                std::thread::sleep(Duration::from_millis(1));
+            }
             word.store(0, Ordering::Release);
             word.wake(1).unwrap();
+            seen_in_spin_wait
         })
     };
     let owner_tid = published_owner(&word);
     let switches_before = voluntary_switches();
-    let woken = wait_while_owned(&word, owner_tid);
+    let spinner = Spinner::new();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    while word.load(Ordering::Acquire) == owner_tid {
+        wait_on_owner(&*word, owner_tid, &spinner, Some(deadline)).unwrap();
+    }
     let slept = voluntary_switches() - switches_before;
-    owner.join().unwrap();
     assert!(
-        woken > 0 && slept > 0,
-        "a waiter on a sleeping owner was woken from {woken} calls after {slept} sleeps"
+        owner.join().unwrap(),
+        "spin::wait_on_owner was never seen asleep in futex_wait with FUTEX2_SPIN"
     );
+    assert!(slept > 0, "a waiter on a sleeping owner never slept");
 
     // No such owner: EAGAIN, and the word's futex bucket is free afterwards (a leaked bucket lock
     // would hang the timed wait below). A kernel that waited instead times out: a failure, not
@@ -305,8 +327,8 @@ fn owner_wait_spins_in_the_kernel() {
         "spin",
         &format!(
             "FUTEX2_SPIN at {:#x}: {returned_without_sleeping} of {SPIN_ROUNDS} waits on a running owner \
-             returned without sleeping; sleeping owner, missing owner and kernel-thread owner \
-             answered as the RFC says",
+             returned without sleeping; spin::wait_on_owner slept in FUTEX2_SPIN on a sleeping \
+             owner; missing owner and kernel-thread owner answered as the RFC says",
             caps.spin_flag().unwrap_or_default()
         ),
     );
