@@ -121,7 +121,7 @@ impl Condvar {
     /// it.
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
         self.wait_raw(guard.raw(), None);
-        poison_check(guard)
+        guard.relocked()
     }
 
     /// Waits until `condition` returns false, re-checking it under the lock after every
@@ -156,7 +156,7 @@ impl Condvar {
         timeout: Duration,
     ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
         let timed_out = self.wait_raw(guard.raw(), Some(Deadline::after(timeout)));
-        match poison_check(guard) {
+        match guard.relocked() {
             Ok(guard) => Ok((guard, WaitTimeoutResult(timed_out))),
             Err(poisoned) => Err(PoisonError::new((
                 poisoned.into_inner(),
@@ -226,13 +226,5 @@ impl Condvar {
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
         raw.lock();
         result == Err(Error::TimedOut)
-    }
-}
-
-fn poison_check<'a, T: ?Sized>(guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
-    if guard.is_poisoned() {
-        Err(PoisonError::new(guard))
-    } else {
-        Ok(guard)
     }
 }

@@ -54,6 +54,7 @@ pub mod futex;
 #[cfg(model)]
 mod model;
 pub mod mutex;
+mod poison;
 pub mod rwlock;
 #[cfg(all(feature = "serde", not(model)))]
 mod serde;

@@ -53,10 +53,10 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
-use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::sync::{LockResult, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
-use core::sync::atomic::AtomicBool;
+use crate::poison;
 
 use crate::atomic::Ordering;
 use crate::futex::{Deadline, Error, Futex};
@@ -291,7 +291,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 /// [`try_lock_until`](Mutex::try_lock_until).
 ///
 /// Poisoning works as in std: a guard dropped while its thread panics marks the mutex
-/// poisoned, and later locks return the guard inside a [`PoisonError`].
+/// poisoned, and later locks return the guard inside a [`PoisonError`](std::sync::PoisonError).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -316,7 +316,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 /// ```
 pub struct Mutex<T: ?Sized> {
     raw: RawMutex,
-    poisoned: AtomicBool,
+    poison: poison::Flag,
     data: UnsafeCell<T>,
 }
 
@@ -343,8 +343,7 @@ impl<T: ?Sized> RefUnwindSafe for Mutex<T> {}
 #[clippy::has_significant_drop]
 pub struct MutexGuard<'a, T: ?Sized + 'a> {
     lock: &'a Mutex<T>,
-    /// Whether this thread was panicking when it locked (std's poison::Guard).
-    panicking: bool,
+    poison: poison::Guard,
     not_send: PhantomData<*const ()>,
 }
 
@@ -357,7 +356,7 @@ impl<T> Mutex<T> {
     pub const fn new(value: T) -> Mutex<T> {
         Mutex {
             raw: RawMutex::new(),
-            poisoned: AtomicBool::new(false),
+            poison: poison::Flag::new(),
             data: UnsafeCell::new(value),
         }
     }
@@ -367,7 +366,7 @@ impl<T> Mutex<T> {
     pub fn new(value: T) -> Mutex<T> {
         Mutex {
             raw: RawMutex::new(),
-            poisoned: AtomicBool::new(false),
+            poison: poison::Flag::new(),
             data: UnsafeCell::new(value),
         }
     }
@@ -376,15 +375,9 @@ impl<T> Mutex<T> {
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the data if the mutex is poisoned.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the data if the mutex is poisoned.
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.is_poisoned();
-        let data = self.data.into_inner();
-        if poisoned {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.result(self.data.into_inner())
     }
 }
 
@@ -393,7 +386,8 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the guard if another thread panicked while holding the lock.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the guard if another thread panicked
+    /// while holding the lock.
     ///
     /// # Panics
     ///
@@ -410,11 +404,7 @@ impl<T: ?Sized> Mutex<T> {
     /// [`TryLockError::WouldBlock`] if another thread holds it; [`TryLockError::Poisoned`] as
     /// for [`lock`](Mutex::lock).
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
-        if self.raw.try_lock() {
-            Ok(self.guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_lock(), || self.guard())
     }
 
     /// Blocks until this thread holds the lock or `timeout` has passed.
@@ -439,11 +429,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// As [`try_lock`](Mutex::try_lock), with `WouldBlock` meaning the time ran out.
     pub fn try_lock_for(&self, timeout: Duration) -> TryLockResult<MutexGuard<'_, T>> {
-        if self.raw.try_lock_for(timeout) {
-            Ok(self.guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_lock_for(timeout), || self.guard())
     }
 
     /// Blocks until this thread holds the lock or `deadline` has passed.
@@ -452,51 +438,35 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// As [`try_lock_for`](Mutex::try_lock_for).
     pub fn try_lock_until(&self, deadline: Instant) -> TryLockResult<MutexGuard<'_, T>> {
-        if self.raw.try_lock_until(deadline) {
-            Ok(self.guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_lock_until(deadline), || self.guard())
     }
 
     /// Whether a thread panicked while holding the lock.
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.load(core::sync::atomic::Ordering::Relaxed)
+        self.poison.get()
     }
 
     /// Clears the poisoned flag.
     pub fn clear_poison(&self) {
-        self.poisoned
-            .store(false, core::sync::atomic::Ordering::Relaxed);
+        self.poison.clear();
     }
 
     /// Mutable access without locking: the borrow proves no one else holds the lock.
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the reference if the mutex is poisoned.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the reference if the mutex is poisoned.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.is_poisoned();
-        let data = self.data.get_mut();
-        if poisoned {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.result(self.data.get_mut())
     }
 
     /// Wraps a freshly taken lock in a guard, reporting poison.
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
-        let guard = MutexGuard {
+        self.poison.result(MutexGuard {
             lock: self,
-            panicking: std::thread::panicking(),
+            poison: self.poison.guard(),
             not_send: PhantomData,
-        };
-        if self.is_poisoned() {
-            Err(PoisonError::new(guard))
-        } else {
-            Ok(guard)
-        }
+        })
     }
 }
 
@@ -506,9 +476,11 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         &self.lock.raw
     }
 
-    /// Whether the mutex is poisoned, for the Condvar's relock.
-    pub(crate) fn is_poisoned(&self) -> bool {
-        self.lock.is_poisoned()
+    /// This guard as a fresh lock reports it (inside a
+    /// [`PoisonError`](std::sync::PoisonError) if the mutex is poisoned), for the Condvar's relock.
+    pub(crate) fn relocked(self) -> LockResult<MutexGuard<'a, T>> {
+        let lock = self.lock;
+        lock.poison.result(self)
     }
 }
 
@@ -563,11 +535,7 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        if !self.panicking && std::thread::panicking() {
-            self.lock
-                .poisoned
-                .store(true, core::sync::atomic::Ordering::Relaxed);
-        }
+        self.lock.poison.done(self.poison);
         // SAFETY: the guard exists only while this thread holds the lock.
         unsafe { self.lock.raw.unlock() };
     }

@@ -65,13 +65,13 @@
 //! Policy lives apart: how long to spin in [`crate::spin`], when to open a read phase in
 //! `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
 
+use crate::poison;
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::AtomicBool;
 use std::panic::{RefUnwindSafe, UnwindSafe};
-use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::sync::{LockResult, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
@@ -652,7 +652,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 ///
 /// Poisoning works as in std: a write guard dropped while its thread panics marks the lock
 /// poisoned (a read guard does not), and later locks return the guard inside a
-/// [`PoisonError`].
+/// [`PoisonError`](std::sync::PoisonError).
 ///
 /// ```
 /// use futexkit::sync::RwLock;
@@ -671,7 +671,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 /// ```
 pub struct RwLock<T: ?Sized> {
     raw: RawRwLock,
-    poisoned: AtomicBool,
+    poison: poison::Flag,
     data: UnsafeCell<T>,
 }
 
@@ -713,8 +713,7 @@ unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
 #[clippy::has_significant_drop]
 pub struct RwLockWriteGuard<'a, T: ?Sized + 'a> {
     lock: &'a RwLock<T>,
-    /// Whether this thread was panicking when it locked.
-    panicking: bool,
+    poison: poison::Guard,
     not_send: PhantomData<*const ()>,
 }
 
@@ -727,7 +726,7 @@ impl<T> RwLock<T> {
     pub const fn new(value: T) -> RwLock<T> {
         RwLock {
             raw: RawRwLock::new(),
-            poisoned: AtomicBool::new(false),
+            poison: poison::Flag::new(),
             data: UnsafeCell::new(value),
         }
     }
@@ -737,7 +736,7 @@ impl<T> RwLock<T> {
     pub fn new(value: T) -> RwLock<T> {
         RwLock {
             raw: RawRwLock::new(),
-            poisoned: AtomicBool::new(false),
+            poison: poison::Flag::new(),
             data: UnsafeCell::new(value),
         }
     }
@@ -746,15 +745,9 @@ impl<T> RwLock<T> {
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the data if the lock is poisoned.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the data if the lock is poisoned.
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.is_poisoned();
-        let data = self.data.into_inner();
-        if poisoned {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.result(self.data.into_inner())
     }
 }
 
@@ -766,7 +759,8 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the guard if a writer panicked while holding the lock.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the guard if a writer panicked while
+    /// holding the lock.
     ///
     /// # Panics
     ///
@@ -783,11 +777,7 @@ impl<T: ?Sized> RwLock<T> {
     /// [`TryLockError::WouldBlock`] if a writer holds the lock or waits for it;
     /// [`TryLockError::Poisoned`] as for [`read`](RwLock::read).
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
-        if self.raw.try_read() {
-            Ok(self.read_guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_read(), || self.read_guard())
     }
 
     /// Blocks until this thread holds a read lock or `timeout` has passed.
@@ -796,11 +786,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// As [`try_read`](RwLock::try_read), with `WouldBlock` meaning the time ran out.
     pub fn try_read_for(&self, timeout: Duration) -> TryLockResult<RwLockReadGuard<'_, T>> {
-        if self.raw.try_read_for(timeout) {
-            Ok(self.read_guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_read_for(timeout), || self.read_guard())
     }
 
     /// Blocks until this thread holds a read lock or `deadline` has passed.
@@ -809,18 +795,15 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// As [`try_read_for`](RwLock::try_read_for).
     pub fn try_read_until(&self, deadline: Instant) -> TryLockResult<RwLockReadGuard<'_, T>> {
-        if self.raw.try_read_until(deadline) {
-            Ok(self.read_guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_read_until(deadline), || self.read_guard())
     }
 
     /// Blocks until this thread holds the write lock.
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the guard if a writer panicked while holding the lock.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the guard if a writer panicked while
+    /// holding the lock.
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         self.raw.write();
         self.write_guard()
@@ -833,11 +816,7 @@ impl<T: ?Sized> RwLock<T> {
     /// [`TryLockError::WouldBlock`] if any thread holds the lock; [`TryLockError::Poisoned`] as
     /// for [`write`](RwLock::write).
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
-        if self.raw.try_write() {
-            Ok(self.write_guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_write(), || self.write_guard())
     }
 
     /// Blocks until this thread holds the write lock or `timeout` has passed.
@@ -862,11 +841,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// As [`try_write`](RwLock::try_write), with `WouldBlock` meaning the time ran out.
     pub fn try_write_for(&self, timeout: Duration) -> TryLockResult<RwLockWriteGuard<'_, T>> {
-        if self.raw.try_write_for(timeout) {
-            Ok(self.write_guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_write_for(timeout), || self.write_guard())
     }
 
     /// Blocks until this thread holds the write lock or `deadline` has passed.
@@ -875,62 +850,41 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// As [`try_write_for`](RwLock::try_write_for).
     pub fn try_write_until(&self, deadline: Instant) -> TryLockResult<RwLockWriteGuard<'_, T>> {
-        if self.raw.try_write_until(deadline) {
-            Ok(self.write_guard()?)
-        } else {
-            Err(TryLockError::WouldBlock)
-        }
+        poison::try_result(self.raw.try_write_until(deadline), || self.write_guard())
     }
 
     /// Whether a writer panicked while holding the lock.
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.load(core::sync::atomic::Ordering::Relaxed)
+        self.poison.get()
     }
 
     /// Clears the poisoned flag.
     pub fn clear_poison(&self) {
-        self.poisoned
-            .store(false, core::sync::atomic::Ordering::Relaxed);
+        self.poison.clear();
     }
 
     /// Mutable access without locking: the borrow proves no one else holds the lock.
     ///
     /// # Errors
     ///
-    /// A [`PoisonError`] holding the reference if the lock is poisoned.
+    /// A [`PoisonError`](std::sync::PoisonError) holding the reference if the lock is poisoned.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.is_poisoned();
-        let data = self.data.get_mut();
-        if poisoned {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.result(self.data.get_mut())
     }
 
     fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        let guard = RwLockReadGuard {
+        self.poison.result(RwLockReadGuard {
             lock: self,
             not_send: PhantomData,
-        };
-        if self.is_poisoned() {
-            Err(PoisonError::new(guard))
-        } else {
-            Ok(guard)
-        }
+        })
     }
 
     fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
-        let guard = RwLockWriteGuard {
+        self.poison.result(RwLockWriteGuard {
             lock: self,
-            panicking: std::thread::panicking(),
+            poison: self.poison.guard(),
             not_send: PhantomData,
-        };
-        if self.is_poisoned() {
-            Err(PoisonError::new(guard))
-        } else {
-            Ok(guard)
-        }
+        })
     }
 }
 
@@ -952,10 +906,7 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// ```
     pub fn downgrade(guard: RwLockWriteGuard<'a, T>) -> RwLockReadGuard<'a, T> {
         let lock = guard.lock;
-        if !guard.panicking && std::thread::panicking() {
-            lock.poisoned
-                .store(true, core::sync::atomic::Ordering::Relaxed);
-        }
+        lock.poison.done(guard.poison);
         core::mem::forget(guard);
         // SAFETY: the guard (now forgotten, so its drop does not unlock) proved this thread
         // holds the write lock; the new read guard owns the read lock it becomes.
@@ -1036,11 +987,7 @@ impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        if !self.panicking && std::thread::panicking() {
-            self.lock
-                .poisoned
-                .store(true, core::sync::atomic::Ordering::Relaxed);
-        }
+        self.lock.poison.done(self.poison);
         // SAFETY: the guard exists only while this thread holds the write lock.
         unsafe { self.lock.raw.write_unlock() };
     }
