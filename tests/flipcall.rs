@@ -4,8 +4,9 @@
 #![cfg(not(model))]
 
 use futexkit_support::blocked;
+use futexkit_support::flipcall::child;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -787,23 +788,17 @@ fn a_hugetlb_window_is_refused() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Other processes. Children are this test binary started again with FLIPCALL_CHILD set, running
-// only `child_entry`, which plays the role named there on the window fd it inherited.
+// Other processes. Children (`futexkit_support::flipcall::child`) are this test binary started
+// again running only `child_entry`, which plays the role it was given on the window it inherited.
 
-const CHILD_ROLE: &str = "FLIPCALL_CHILD";
-const CHILD_FD: &str = "FLIPCALL_FD";
 /// What a child prints once it is where the test wants it.
 const READY: &str = "flipcall-child-ready";
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var(CHILD_ROLE) else {
+    let Some((role, window)) = child::role_and_window() else {
         return; // an ordinary test run
     };
-    let fd: i32 = std::env::var(CHILD_FD).unwrap().parse().unwrap();
-    // SAFETY: the parent passed this inherited descriptor's number for us to own; nothing
-    // else in this process uses it.
-    let window = PacketWindow::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).unwrap();
     match role.as_str() {
         "echo-server" => {
             let mut server = Endpoint::server(&window).unwrap();
@@ -825,18 +820,7 @@ fn child_entry() {
 }
 
 fn spawn_child(role: &str, window: &PacketWindow) -> std::process::Child {
-    // Not close-on-exec: children other tests spawn meanwhile inherit it too, which costs them
-    // nothing (they never look at it).
-    let inheritable = window.inheritable_fd().unwrap();
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child_entry", "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD_ROLE, role)
-        .env(CHILD_FD, inheritable.as_raw_fd().to_string())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(inheritable);
-    child
+    child::spawn(role, window, std::process::Stdio::piped())
 }
 
 #[test]

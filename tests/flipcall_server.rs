@@ -4,7 +4,7 @@
 
 #![cfg(not(model))]
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use futexkit_support::flipcall::child;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -415,21 +415,14 @@ fn replies_and_closes_are_checked() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cross-process channels: clients in child processes (this test binary started again with
-// SERVER_CHILD set, running only `child_entry`), on windows whose fds they inherit.
-
-const CHILD_ROLE: &str = "SERVER_CHILD";
-const CHILD_FD: &str = "SERVER_CHILD_FD";
+// Cross-process channels: clients in child processes (`futexkit_support::flipcall::child`: this
+// test binary started again running only `child_entry`), on windows whose fds they inherit.
 
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var(CHILD_ROLE) else {
+    let Some((role, window)) = child::role_and_window() else {
         return; // an ordinary test run
     };
-    let fd: i32 = std::env::var(CHILD_FD).unwrap().parse().unwrap();
-    // SAFETY: the parent passed this inherited descriptor's number for us to own; nothing
-    // else in this process uses it.
-    let window = PacketWindow::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).unwrap();
     let mut client = Endpoint::client(&window).unwrap();
     client.connect_timeout(HANG).unwrap();
     match role.as_str() {
@@ -448,16 +441,7 @@ fn child_entry() {
 }
 
 fn spawn_child(role: &str, window: &PacketWindow) -> std::process::Child {
-    let inheritable = window.inheritable_fd().unwrap();
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child_entry", "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD_ROLE, role)
-        .env(CHILD_FD, inheritable.as_raw_fd().to_string())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    drop(inheritable);
-    child
+    child::spawn(role, window, std::process::Stdio::null())
 }
 
 #[test]

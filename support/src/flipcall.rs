@@ -433,3 +433,41 @@ pub fn median_round_trip(
     samples.sort();
     samples[samples.len() / 2]
 }
+
+/// Cross-process tests' children: the test binary started again to run only its `child_entry`
+/// test, which plays the role it was given on the window whose descriptor it inherited.
+pub mod child {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::process::{Child, Command, Stdio};
+
+    use futexkit::flipcall::PacketWindow;
+
+    const ROLE: &str = "FUTEXKIT_TEST_CHILD_ROLE";
+    const FD: &str = "FUTEXKIT_TEST_CHILD_FD";
+
+    /// Starts this test binary again, running only `child_entry`, as `role` on `window`.
+    pub fn spawn(role: &str, window: &PacketWindow, stdout: Stdio) -> Child {
+        // Not close-on-exec: children other tests spawn meanwhile inherit it too, which costs
+        // them nothing (they never look at it).
+        let inheritable = window.inheritable_fd().unwrap();
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args(["child_entry", "--exact", "--test-threads=1", "--nocapture"])
+            .env(ROLE, role)
+            .env(FD, inheritable.as_raw_fd().to_string())
+            .stdout(stdout)
+            .spawn()
+            .unwrap();
+        drop(inheritable);
+        child
+    }
+
+    /// In `child_entry`: the role and the inherited window; `None` in an ordinary test run.
+    pub fn role_and_window() -> Option<(String, PacketWindow)> {
+        let role = std::env::var(ROLE).ok()?;
+        let fd: i32 = std::env::var(FD).unwrap().parse().unwrap();
+        // SAFETY: the parent passed this inherited descriptor's number for this process to
+        // own; nothing else in it uses the descriptor.
+        let window = PacketWindow::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).unwrap();
+        Some((role, window))
+    }
+}
