@@ -83,37 +83,40 @@ fn main() {
         );
     }
     println!();
-    println!("### Round trip seen by a client, µs (median client; lower is better)");
+    per_kind_table(
+        "Round trip seen by a client, µs (median client; lower is better)",
+        &rows,
+        |r| micros(r.round_trip),
+    );
+    per_kind_table(
+        "Fairness: calls of the slowest client / calls of the fastest (1 = even)",
+        &rows,
+        |r| r.fairness,
+    );
+}
+
+/// A markdown table headed `title`: a row per client count, a column per server kind.
+fn per_kind_table(
+    title: &str,
+    rows: &[(usize, Vec<RunResult>)],
+    value: impl Fn(&RunResult) -> f64,
+) {
+    println!("### {title}");
     println!();
     print!("| clients |");
     for kind in ServerKind::ALL {
         print!(" {} |", kind.name());
     }
     println!();
-    println!("|---|---|---|---|");
-    for (clients, r) in &rows {
-        println!(
-            "| {clients} | {:.2} | {:.2} | {:.2} |",
-            micros(r[0].round_trip),
-            micros(r[1].round_trip),
-            micros(r[2].round_trip),
-        );
+    println!("|---|{}", "---|".repeat(ServerKind::ALL.len()));
+    for (clients, results) in rows {
+        print!("| {clients} |");
+        for r in results {
+            print!(" {:.2} |", value(r));
+        }
+        println!();
     }
     println!();
-    println!("### Fairness: calls of the slowest client / calls of the fastest (1 = even)");
-    println!();
-    print!("| clients |");
-    for kind in ServerKind::ALL {
-        print!(" {} |", kind.name());
-    }
-    println!();
-    println!("|---|---|---|---|");
-    for (clients, r) in &rows {
-        println!(
-            "| {clients} | {:.2} | {:.2} | {:.2} |",
-            r[0].fairness, r[1].fairness, r[2].fairness
-        );
-    }
 }
 
 fn median(mut runs: Vec<RunResult>) -> RunResult {
