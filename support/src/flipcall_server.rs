@@ -121,20 +121,13 @@ fn spawn_flipcall_client(
     start: &Arc<Barrier>,
     stop: &Arc<AtomicBool>,
 ) -> ClientThread {
-    let (start, stop) = (Arc::clone(start), Arc::clone(stop));
-    std::thread::spawn(move || {
-        let mut buffer = vec![7u8; payload];
+    spawn_client(payload, start, stop, move || {
         endpoint.connect().unwrap();
-        start.wait();
-        let began = Instant::now();
-        let mut calls = 0;
-        while !stop.load(Ordering::Relaxed) {
-            endpoint.write_from(0, &buffer);
+        move |buffer: &mut [u8]| {
+            endpoint.write_from(0, buffer);
             let len = endpoint.send_recv(payload).expect("flipcall call");
             endpoint.read_into(0, &mut buffer[..len]);
-            calls += 1;
         }
-        (calls, began.elapsed())
     })
 }
 
@@ -144,18 +137,34 @@ fn spawn_socket_client(
     start: &Arc<Barrier>,
     stop: &Arc<AtomicBool>,
 ) -> ClientThread {
-    let (start, stop) = (Arc::clone(start), Arc::clone(stop));
-    std::thread::spawn(move || {
-        let mut buffer = vec![7u8; payload];
-        start.wait();
-        let began = Instant::now();
-        let mut calls = 0;
-        while !stop.load(Ordering::Relaxed) {
-            rustix::net::send(&socket, &buffer, rustix::net::SendFlags::empty()).unwrap();
+    spawn_client(payload, start, stop, move || {
+        move |buffer: &mut [u8]| {
+            rustix::net::send(&socket, buffer, rustix::net::SendFlags::empty()).unwrap();
             let (got, _) =
                 rustix::net::recv(&socket, &mut buffer[..], rustix::net::RecvFlags::empty())
                     .unwrap();
             assert_eq!(got, payload);
+        }
+    })
+}
+
+/// A client thread: `connect` runs first (in the thread) and gives the call, which then runs
+/// from `start` until `stop`, sending the payload from `buffer` and receiving the reply into it.
+fn spawn_client<C: FnMut(&mut [u8])>(
+    payload: usize,
+    start: &Arc<Barrier>,
+    stop: &Arc<AtomicBool>,
+    connect: impl FnOnce() -> C + Send + 'static,
+) -> ClientThread {
+    let (start, stop) = (Arc::clone(start), Arc::clone(stop));
+    std::thread::spawn(move || {
+        let mut buffer = vec![7u8; payload];
+        let mut call = connect();
+        start.wait();
+        let began = Instant::now();
+        let mut calls = 0;
+        while !stop.load(Ordering::Relaxed) {
+            call(&mut buffer);
             calls += 1;
         }
         (calls, began.elapsed())
