@@ -5,23 +5,10 @@
 use std::time::Duration;
 
 use futexkit_support::condvar::{bounded_queue, broadcast, ping_pong, Futexkit, ParkingLot, Std};
-use futexkit_support::report::{interleaved, ratio_to_best, time_ratio_to_best};
+use futexkit_support::report::{interleaved, on, ratio_to_best, time_ratio_to_best};
 
 fn us(d: Duration) -> String {
     format!("{:.1} us", d.as_secs_f64() * 1e6)
-}
-
-fn on<R>(
-    backend: usize,
-    fk: impl FnOnce() -> R,
-    std: impl FnOnce() -> R,
-    pl: impl FnOnce() -> R,
-) -> R {
-    match backend {
-        0 => fk(),
-        1 => std(),
-        _ => pl(),
-    }
 }
 
 fn main() {

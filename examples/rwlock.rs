@@ -5,21 +5,8 @@
 use std::time::Duration;
 
 use futexkit_support::locks::{Futexkit, Locks, ParkingLot, Std};
-use futexkit_support::report::{interleaved, ratio_to_best};
+use futexkit_support::report::{interleaved, on, ratio_to_best};
 use futexkit_support::rwlock::{barrier_rounds, mixed, writer_wait_under_readers};
-
-fn on<R>(
-    backend: usize,
-    fk: impl FnOnce() -> R,
-    std: impl FnOnce() -> R,
-    pl: impl FnOnce() -> R,
-) -> R {
-    match backend {
-        0 => fk(),
-        1 => std(),
-        _ => pl(),
-    }
-}
 
 fn us(d: Duration) -> String {
     format!("{:.0} us", d.as_secs_f64() * 1e6)

@@ -27,6 +27,21 @@ pub fn interleaved<T: Copy>(
     })
 }
 
+/// Runs the closure for `backend` (as numbered by [`interleaved`]): the same workload written
+/// once per library.
+pub fn on<R>(
+    backend: usize,
+    futexkit: impl FnOnce() -> R,
+    std: impl FnOnce() -> R,
+    parking_lot: impl FnOnce() -> R,
+) -> R {
+    match backend {
+        0 => futexkit(),
+        1 => std(),
+        _ => parking_lot(),
+    }
+}
+
 /// `futexkit / best`: futexkit's figure against the better of std's and parking_lot's, where
 /// higher is better (above 1: futexkit ahead).
 pub fn ratio_to_best(r: [f64; 3]) -> f64 {
