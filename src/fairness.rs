@@ -20,11 +20,9 @@
 // The model checkers' `thread_local!` takes no `const` initializer.
 #![allow(clippy::missing_const_for_thread_local)]
 
-#[cfg(loom)]
-use ::loom::thread_local;
-#[cfg(shuttle)]
-use ::shuttle::thread_local;
 use core::cell::Cell;
+
+use crate::thread::thread_local;
 
 /// One contended unlock in this many, per thread, hands the lock off.
 pub(crate) const HAND_OFF_PERIOD: u32 = 16;

@@ -43,49 +43,34 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
-// Under a model checker the futex calls are emulated, leaving the syscall layer unused.
-#![cfg_attr(model, allow(dead_code))]
 
-pub mod barrier;
-pub mod condvar;
 mod fairness;
 pub mod flipcall;
 pub mod futex;
-#[cfg(model)]
-mod model;
-pub mod mutex;
-mod poison;
-pub mod rwlock;
-#[cfg(all(feature = "serde", not(model)))]
-mod serde;
+pub mod raw;
 pub mod spin;
 pub mod swap;
 pub mod sync;
 
-pub use barrier::{Barrier, BarrierWaitResult};
-pub use condvar::{Condvar, WaitTimeoutResult};
+#[doc(no_inline)]
 pub use futex::{capabilities, Capabilities, Capability};
-pub use mutex::{Mutex, MutexGuard, RawMutex};
-pub use rwlock::{RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+#[doc(no_inline)]
+pub use raw::{RawMutex, RawRwLock};
 /// std's own result and error types, so `use futexkit as sync;` compiles code written for std.
+#[doc(no_inline)]
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+#[doc(no_inline)]
+pub use sync::{
+    Barrier, BarrierWaitResult, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard,
+    RwLockWriteGuard, WaitTimeoutResult,
+};
 
-/// The atomics the crate's primitives use: core's, or the model checker's under `cfg(model)`.
+/// The atomics the crate's primitives use: core's, or the model checker's (`futex/sys/mod.rs`).
 pub(crate) mod atomic {
-    #[cfg(loom)]
-    pub(crate) use ::loom::sync::atomic::{AtomicU32, Ordering};
-    #[cfg(shuttle)]
-    pub(crate) use ::shuttle::sync::atomic::{AtomicU32, Ordering};
-    #[cfg(not(model))]
-    pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
+    pub(crate) use crate::futex::sys::{AtomicU32, Ordering};
 }
 
-/// Thread operations the primitives use: std's, or the model checker's under `cfg(model)`.
+/// Thread operations the primitives use: std's, or the model checker's (`futex/sys/mod.rs`).
 pub(crate) mod thread {
-    #[cfg(loom)]
-    pub(crate) use ::loom::thread::yield_now;
-    #[cfg(shuttle)]
-    pub(crate) use ::shuttle::thread::yield_now;
-    #[cfg(not(model))]
-    pub(crate) use std::thread::yield_now;
+    pub(crate) use crate::futex::sys::{thread_local, yield_now};
 }

@@ -28,16 +28,18 @@
 //!   on a machine whose CPUs are all busy, the partner is often woken onto the spinner's own
 //!   CPU).
 //!
-//! Neither spins where it cannot pay: on a machine with one usable CPU (probed once,
-//! [`Capabilities::usable_cpus`](crate::futex::Capabilities::usable_cpus)), and a hand-off
-//! waiter not when [`max_spinners`] threads already spin on the same primitive. There is no
-//! limit across primitives: the pair of threads a hand-off serves may be in one process or in
-//! two, and must fare the same either way. Nothing here reads a file, `/proc` or the
-//! environment; a hand-off waiter reads a clock and its thread's preemption count only around
-//! a sleep.
+//! Neither spins where it cannot pay: on a machine with one usable CPU, and a hand-off waiter
+//! not when [`max_spinners`] threads already spin on the same primitive. There is no limit
+//! across primitives: the pair of threads a hand-off serves may be in one process or in two,
+//! and must fare the same either way.
 //!
-//! Under a model checker (`cfg(loom)`, `cfg(shuttle)`) the bounds shrink to one look, so that
-//! models stay small; the code around them is the same.
+//! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
+//! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
+//! probe, no file, no environment. After that, a lock waiter's spin reads one cached value; a
+//! hand-off waiter reads a clock and its thread's preemption count only around a sleep.
+//!
+//! Under a model checker the bounds shrink to one look ([`MODEL_CHECKED`]), so that models stay
+//! small; the code around them is the same.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -48,6 +50,7 @@ use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::{Deadline, Error, Futex, Scope};
 
 /// The longest a hand-off waiter ([`Spinner`]) spins before it sleeps.
@@ -65,10 +68,47 @@ const MIN_SPIN_NS: u32 = 200;
 /// The longest run of spin hints between two looks.
 const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;
 
+/// What spinning needs to know about the machine, measured once by [`machine`].
+struct Machine {
+    /// The CPUs this process may run on (its affinity mask when measured), at least 1.
+    usable_cpus: usize,
+    /// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, at least 1.
+    ns_per_hint: u32,
+    /// Spin hints in a [`SpinWait`]'s budget: [`SPIN_WAIT_NS`] of them, 0 where spinning
+    /// cannot pay (one usable CPU, or a model checker).
+    spin_wait_hints: u32,
+}
+
+/// The machine's facts, measured at the first call: the affinity mask (one system call) and
+/// the cost of a spin hint (x86's PAUSE costs about 10 cycles on older cores and about 140 on
+/// newer ones, so it is timed, not assumed).
+fn machine() -> &'static Machine {
+    static MACHINE: OnceLock<Machine> = OnceLock::new();
+    MACHINE.get_or_init(|| {
+        let usable_cpus = crate::futex::sys::thread::usable_cpus();
+        let ns_per_hint = time_spin_hint();
+        let spin_wait_hints = if MODEL_CHECKED || usable_cpus <= 1 {
+            0
+        } else {
+            (SPIN_WAIT_NS / ns_per_hint).max(1)
+        };
+        Machine {
+            usable_cpus,
+            ns_per_hint,
+            spin_wait_hints,
+        }
+    })
+}
+
+/// The CPUs this process may use, as the spin policy measured them at its first spin.
+pub(crate) fn usable_cpus() -> usize {
+    machine().usable_cpus
+}
+
 /// Whether spinning can pay on this machine: more than one usable CPU.
 #[inline]
-pub fn spinning_can_pay() -> bool {
-    crate::futex::capabilities().usable_cpus() > 1
+fn spinning_can_pay() -> bool {
+    usable_cpus() > 1
 }
 
 /// A waiter's spin for a lock: [`SPIN_WAIT_NS`] of spin hints in exponentially growing runs,
@@ -111,12 +151,10 @@ impl SpinWait {
     /// A full budget, or none where spinning cannot pay.
     #[inline]
     pub fn new() -> SpinWait {
-        let hints_left = if cfg!(model) || !spinning_can_pay() {
-            0
-        } else {
-            SPIN_WAIT_NS / ns_per_spin_hint()
-        };
-        SpinWait { hints_left, run: 1 }
+        SpinWait {
+            hints_left: machine().spin_wait_hints,
+            run: 1,
+        }
     }
 
     /// Spins one run of hints (twice as long as the last) and returns true, so the caller
@@ -298,7 +336,7 @@ impl Spinner {
     /// [`MAX_PAUSES_BETWEEN_LOOKS`]) until it holds or the budget, cut at `deadline`, runs out.
     #[cold]
     fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
-        if cfg!(model) {
+        if MODEL_CHECKED {
             return done();
         }
         let budget = self.budget_ns_before(deadline);
@@ -308,7 +346,7 @@ impl Spinner {
         let Some(_slot) = SpinnerSlot::take(self) else {
             return false;
         };
-        let ns_per_hint = ns_per_spin_hint();
+        let ns_per_hint = machine().ns_per_hint;
         let max_hints = (budget / ns_per_hint).max(1);
         let mut hints = 0;
         let mut run = 1;
@@ -367,10 +405,7 @@ std::thread_local! {
 /// thread of a pair on an otherwise idle machine is not preempted; on a machine whose CPUs are
 /// all wanted, a spinner is, soon. Asked after a sleep, which has already cost a system call.
 fn preempted_since_last_sleep() -> bool {
-    if cfg!(model) {
-        return false;
-    }
-    let now = crate::futex::sys::involuntary_switches();
+    let now = crate::futex::sys::thread::involuntary_switches();
     SWITCHES_AT_LAST_SLEEP.with(|last| last.replace(now) < now)
 }
 
@@ -408,25 +443,21 @@ impl Drop for SpinnerSlot<'_> {
 
 /// How many hand-off waiters may spin on one primitive at once: half the usable CPUs, 1 to 4.
 pub fn max_spinners() -> u32 {
-    (crate::futex::capabilities().usable_cpus() / 2).clamp(1, 4) as u32
+    (usable_cpus() / 2).clamp(1, 4) as u32
 }
 
-/// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, measured once: x86's
-/// PAUSE costs about 10 cycles on older cores and about 140 on newer ones.
-fn ns_per_spin_hint() -> u32 {
-    static NS: OnceLock<u32> = OnceLock::new();
-    *NS.get_or_init(|| {
-        const HINTS: u32 = 1_000;
-        let mut best = u128::MAX;
-        for _ in 0..3 {
-            let start = Instant::now();
-            for _ in 0..HINTS {
-                core::hint::spin_loop();
-            }
-            best = best.min(start.elapsed().as_nanos());
+/// The cost of one spin hint in nanoseconds: the best of three timed runs of 256 hints.
+fn time_spin_hint() -> u32 {
+    const HINTS: u32 = 256;
+    let mut best = u128::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        for _ in 0..HINTS {
+            core::hint::spin_loop();
         }
-        ((best / u128::from(HINTS)) as u32).clamp(1, 1_000)
-    })
+        best = best.min(start.elapsed().as_nanos());
+    }
+    ((best / u128::from(HINTS)) as u32).clamp(1, 1_000)
 }
 
 /// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
@@ -467,7 +498,6 @@ pub fn wait_on_owner<S: Scope>(
     spinner: &Spinner,
     deadline: Option<Deadline>,
 ) -> Result<(), Error> {
-    #[cfg(not(model))]
     if crate::futex::capabilities().has(crate::futex::Capability::Spin) {
         // A kernel spinner counts as a spinner: it takes a place (held until the call returns),
         // and without one it waits as any waiter.
@@ -483,7 +513,7 @@ pub fn wait_on_owner<S: Scope>(
     spinner.wait_on(word, owner_tid, deadline)
 }
 
-#[cfg(all(test, not(model)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -495,7 +525,7 @@ mod tests {
             looks += 1;
             assert!(looks < 1_000, "the budget never ran out");
         }
-        if spinning_can_pay() {
+        if machine().spin_wait_hints > 0 {
             assert!(looks > 0);
             // Doubling runs: far fewer looks than hints.
             assert!(looks <= SPIN_WAIT_NS);
@@ -534,7 +564,7 @@ mod tests {
 
     #[test]
     fn spins_that_win_at_once_keep_the_spinner_spinning() {
-        if !spinning_can_pay() {
+        if machine().spin_wait_hints == 0 {
             return;
         }
         // A partner that always answers by the first look: every spin wins after one hint,

@@ -181,7 +181,6 @@ pub fn swap_in<S: Scope>(
     }
 }
 
-#[cfg(not(model))]
 fn kernel_swap<S: Scope>(
     wait_on: &Futex<S>,
     expected: u32,
@@ -199,16 +198,6 @@ fn kernel_swap<S: Scope>(
         },
         other => other,
     }
-}
-
-#[cfg(model)]
-fn kernel_swap<S: Scope>(
-    _wait_on: &Futex<S>,
-    _expected: u32,
-    _wake: &Futex<S>,
-    _deadline: Option<Deadline>,
-) -> Result<(), Error> {
-    Err(Error::Unsupported)
 }
 
 const EMPTY: u32 = 0;
@@ -249,17 +238,7 @@ pub struct Parker<S: Scope = Private> {
 
 impl Parker<Private> {
     /// A parker with no token, for threads of one process.
-    #[cfg(not(model))]
     pub const fn new() -> Parker<Private> {
-        Parker {
-            state: Futex::new(EMPTY),
-            spinner: Spinner::new(),
-        }
-    }
-
-    /// A parker with no token (not `const` under a model checker).
-    #[cfg(model)]
-    pub fn new() -> Parker<Private> {
         Parker {
             state: Futex::new(EMPTY),
             spinner: Spinner::new(),
@@ -275,7 +254,6 @@ impl Default for Parker<Private> {
 
 impl Parker<Shared> {
     /// A parker with no token whose word lives in memory shared between processes.
-    #[cfg(not(model))]
     pub const fn shared() -> Parker<Shared> {
         Parker {
             state: Futex::shared(EMPTY),

@@ -90,17 +90,13 @@ use crate::futex::Private;
 
 mod endpoint;
 mod error;
-#[cfg(not(model))]
 mod peer;
-#[cfg(not(model))]
 mod server;
 mod window;
 
 pub use endpoint::{Endpoint, Role, ShutdownHandle, PEER_CHECK_INTERVAL};
 pub use error::{Error, Violation};
-#[cfg(not(model))]
 pub use server::{ChannelId, Event, Server, ServerHandle, WaitMode, MAX_CHANNELS, POLL_INTERVAL};
-#[cfg(not(model))]
 pub use window::PacketWindow;
 pub use window::MAX_CAPACITY;
 

@@ -10,7 +10,7 @@
 use super::endpoint::Role;
 use super::window::Header;
 use crate::atomic::Ordering;
-use crate::futex::sys::{self, ProcessWatch};
+use crate::futex::sys::process::{self as sys, ProcessWatch};
 
 /// What one endpoint knows about its peer's process.
 #[derive(Debug)]

@@ -24,16 +24,13 @@
 //! out a zeroed page. It takes the data capacity from the header only after checking it fits the file it
 //! measured itself. The in-process [`pair`](super::pair) uses a heap allocation instead.
 
-#[cfg(not(model))]
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use super::endpoint::Role;
 use super::error::Error;
-#[cfg(not(model))]
 use super::error::Violation;
 use crate::atomic::AtomicU32;
-#[cfg(not(model))]
 use crate::atomic::Ordering;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"FKfc");
@@ -65,8 +62,10 @@ pub(crate) struct Header {
     _reserved_line: [AtomicU32; 14],
 }
 
-#[cfg(not(model))]
-const _: () = assert!(core::mem::size_of::<Header>() == HEADER_SIZE);
+// The header is HEADER_SIZE / 4 words with no padding: 128 bytes of `u32`s, the layout a peer
+// maps (the atomics are plain words in memory; a model checker's are larger, and map nothing).
+const _: () =
+    assert!(core::mem::size_of::<Header>() == HEADER_SIZE / 4 * core::mem::size_of::<AtomicU32>());
 
 impl Header {
     fn new(capacity: usize) -> Header {
@@ -103,7 +102,6 @@ enum Backing {
         data: *mut [u8],
     },
     /// A shared mapping of a memfd, `len` bytes at `base`.
-    #[cfg(not(model))]
     Mapped {
         base: *mut u8,
         len: usize,
@@ -146,7 +144,6 @@ impl Region {
             // SAFETY: the mapping is page-aligned, at least HEADER_SIZE long (checked when it was
             // made or adopted) and lives as long as `self`; Header is all atomics (plus padding
             // nobody reads), for which concurrent access by the peer is allowed.
-            #[cfg(not(model))]
             Backing::Mapped { base, .. } => unsafe { &*base.cast::<Header>() },
         }
     }
@@ -156,7 +153,6 @@ impl Region {
         match &self.backing {
             Backing::Heap { data, .. } => data.cast(),
             // SAFETY: HEADER_SIZE + capacity <= the mapping's length (checked when mapped).
-            #[cfg(not(model))]
             Backing::Mapped { base, .. } => unsafe { base.add(HEADER_SIZE) },
         }
     }
@@ -183,7 +179,6 @@ impl Region {
             // SAFETY: the range is in bounds (above), in a mapping this process accesses only
             // with atomics (every access to a mapped data area goes through `copy_out` and
             // `copy_in`, or through an `unsafe` accessor whose contract excludes racing them).
-            #[cfg(not(model))]
             Backing::Mapped { .. } => unsafe { atomic_copy::load(src, dst) },
         }
     }
@@ -202,7 +197,6 @@ impl Region {
                 core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())
             },
             // SAFETY: as in `copy_out`.
-            #[cfg(not(model))]
             Backing::Mapped { .. } => unsafe { atomic_copy::store(dst, src) },
         }
     }
@@ -220,8 +214,9 @@ impl Drop for Region {
             Backing::Heap { data, .. } => drop(unsafe { Box::from_raw(*data) }),
             // SAFETY: the whole mapping, made in `map`, and no endpoint or handle is left to use
             // it (they hold the Arc this region lives in).
-            #[cfg(not(model))]
-            Backing::Mapped { base, len, .. } => unsafe { crate::futex::sys::unmap(*base, *len) },
+            Backing::Mapped { base, len, .. } => unsafe {
+                crate::futex::sys::memory::unmap(*base, *len)
+            },
         }
     }
 }
@@ -234,7 +229,6 @@ impl Drop for Region {
 /// accesses and runs at `memcpy`'s speed. Racing with the peer then gives each byte some value
 /// the memory held during the copy (a torn mix of the peer's writes at worst), never undefined
 /// behaviour; ordering comes from the Acquire/Release on the state word around the copy.
-#[cfg(not(model))]
 mod atomic_copy {
     use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
@@ -377,12 +371,10 @@ fn check_capacity(capacity: usize) -> Result<(), Error> {
 /// # drop((client, server));
 /// # Ok::<(), futexkit::flipcall::Error>(())
 /// ```
-#[cfg(not(model))]
 pub struct PacketWindow {
     pub(crate) region: Arc<Region>,
 }
 
-#[cfg(not(model))]
 impl PacketWindow {
     /// A new window with `data_cap` bytes of data (at most [`MAX_CAPACITY`]).
     ///
@@ -393,10 +385,10 @@ impl PacketWindow {
     pub fn new(data_cap: usize) -> Result<PacketWindow, Error> {
         check_capacity(data_cap)?;
         let len = HEADER_SIZE + data_cap;
-        let fd = crate::futex::sys::memfd_sized("futexkit-flipcall", len as u64)?;
+        let fd = crate::futex::sys::memory::memfd_sized("futexkit-flipcall", len as u64)?;
         use std::os::fd::AsFd;
-        crate::futex::sys::seal_size(fd.as_fd())?;
-        let base = crate::futex::sys::map_shared(fd.as_fd(), len)?;
+        crate::futex::sys::memory::seal_size(fd.as_fd())?;
+        let base = crate::futex::sys::memory::map_shared(fd.as_fd(), len)?;
         // SAFETY: a fresh, page-aligned mapping of at least HEADER_SIZE bytes that no other
         // process can have yet (the fd has not been shared), so nothing reads it meanwhile.
         unsafe { base.cast::<Header>().write(Header::new(data_cap)) };
@@ -420,13 +412,13 @@ impl PacketWindow {
     /// capacity does not fit the file; [`Error::Io`] if it cannot be measured or mapped.
     pub fn from_fd(fd: OwnedFd) -> Result<PacketWindow, Error> {
         use std::os::fd::AsFd;
-        if !crate::futex::sys::is_sealed_against_shrinking(fd.as_fd())? {
+        if !crate::futex::sys::memory::is_sealed_against_shrinking(fd.as_fd())? {
             return Err(Violation::NotSealed.into());
         }
-        if !crate::futex::sys::is_shmem(fd.as_fd())? {
+        if !crate::futex::sys::memory::is_shmem(fd.as_fd())? {
             return Err(Violation::NotShmem.into());
         }
-        let file_len = crate::futex::sys::file_size(fd.as_fd())?;
+        let file_len = crate::futex::sys::memory::file_size(fd.as_fd())?;
         if file_len < HEADER_SIZE as u64 {
             return Err(Violation::BadHeader("file shorter than the header").into());
         }
@@ -434,7 +426,7 @@ impl PacketWindow {
             .ok()
             .filter(|&len| len <= HEADER_SIZE + MAX_CAPACITY)
             .ok_or(Violation::BadHeader("file larger than the largest window"))?;
-        let base = crate::futex::sys::map_shared(fd.as_fd(), len)?;
+        let base = crate::futex::sys::memory::map_shared(fd.as_fd(), len)?;
         let mut region = Region {
             backing: Backing::Mapped { base, len, fd },
             capacity: 0,
@@ -474,7 +466,7 @@ impl PacketWindow {
     ///
     /// [`Error::Io`] if `dup` fails.
     pub fn inheritable_fd(&self) -> Result<OwnedFd, Error> {
-        Ok(crate::futex::sys::dup_inheritable(self.fd())?)
+        Ok(crate::futex::sys::memory::dup_inheritable(self.fd())?)
     }
 
     /// Data bytes per message.
@@ -483,7 +475,6 @@ impl PacketWindow {
     }
 }
 
-#[cfg(not(model))]
 impl core::fmt::Debug for PacketWindow {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("PacketWindow")

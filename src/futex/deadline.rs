@@ -50,14 +50,20 @@ pub struct Deadline {
 impl Deadline {
     /// The deadline `timeout` from now on `CLOCK_MONOTONIC` (saturating far in the future).
     pub fn after(timeout: Duration) -> Deadline {
-        Deadline::from_timespec(Clock::Monotonic, sys::clock_now(libc::CLOCK_MONOTONIC))
-            .saturating_add(timeout)
+        Deadline::from_timespec(
+            Clock::Monotonic,
+            sys::thread::clock_now(libc::CLOCK_MONOTONIC),
+        )
+        .saturating_add(timeout)
     }
 
     /// The deadline at `instant` ([`Instant`] is `CLOCK_MONOTONIC` on Linux).
     pub fn at(instant: Instant) -> Deadline {
         let now_instant = Instant::now();
-        let now = Deadline::from_timespec(Clock::Monotonic, sys::clock_now(libc::CLOCK_MONOTONIC));
+        let now = Deadline::from_timespec(
+            Clock::Monotonic,
+            sys::thread::clock_now(libc::CLOCK_MONOTONIC),
+        );
         match instant.checked_duration_since(now_instant) {
             Some(ahead) => now.saturating_add(ahead),
             None => now.saturating_sub(now_instant - instant),
@@ -89,7 +95,7 @@ impl Deadline {
 
     /// Time left until the deadline, zero once it has passed.
     pub fn remaining(&self) -> Duration {
-        let now = Deadline::from_timespec(self.clock, sys::clock_now(self.clock.id()));
+        let now = Deadline::from_timespec(self.clock, sys::thread::clock_now(self.clock.id()));
         let (secs, nanos) = if self.nanos >= now.nanos {
             (self.secs - now.secs, self.nanos - now.nanos)
         } else {
@@ -111,7 +117,7 @@ impl Deadline {
             return self;
         }
         let remaining = self.remaining();
-        Deadline::from_timespec(clock, sys::clock_now(clock.id())).saturating_add(remaining)
+        Deadline::from_timespec(clock, sys::thread::clock_now(clock.id())).saturating_add(remaining)
     }
 
     pub(crate) fn timespec(&self) -> libc::timespec {

@@ -22,9 +22,9 @@
 //! drop the lock) use [`Futex::wake_at`], which takes a raw pointer: the kernel never reads a
 //! word to wake it, so a stale address is harmless, but a dangling `&` reference would not be.
 //!
-//! All syscalls are made in `sys.rs`; under a model checker (`cfg(loom)` or `cfg(shuttle)`)
-//! the same API runs on the emulated futex in `src/model.rs` (wait and wake with bitsets,
-//! requeue, wake-op on one word; the rest is not modelled).
+//! All syscalls are made in `sys/`; under a model checker the same code runs on the emulated
+//! futex of `sys/model.rs` (wait and wake with bitsets, requeue, wake-op; the rest answers as a
+//! kernel without it would), the one seam described in `sys/mod.rs`.
 //!
 //! ```
 //! use std::sync::atomic::Ordering;
@@ -45,9 +45,7 @@
 
 mod deadline;
 mod error;
-#[cfg(not(model))]
 pub mod futex2;
-#[cfg(not(model))]
 mod pi;
 pub(crate) mod probe;
 pub(crate) mod sys;
@@ -140,7 +138,6 @@ impl ScopeKind {
     }
 
     /// The futex2 flag for this scope (`FUTEX2_PRIVATE`).
-    #[cfg(not(model))]
     pub(crate) const fn futex2_flag(self) -> u32 {
         match self {
             ScopeKind::Private => futex2::FUTEX2_PRIVATE,
@@ -161,45 +158,21 @@ pub struct Futex<S: Scope = Private> {
 
 impl Futex<Private> {
     /// A process-private futex word holding `value`.
-    #[cfg(not(model))]
     pub const fn new(value: u32) -> Futex<Private> {
-        Futex::with_scope(value)
-    }
-
-    /// A process-private futex word holding `value` (not `const` under a model checker).
-    #[cfg(model)]
-    pub fn new(value: u32) -> Futex<Private> {
         Futex::with_scope(value)
     }
 }
 
 impl Futex<Shared> {
     /// A futex word holding `value`, for memory shared between processes.
-    #[cfg(not(model))]
     pub const fn shared(value: u32) -> Futex<Shared> {
-        Futex::with_scope(value)
-    }
-
-    /// A shared futex word holding `value` (not `const` under a model checker).
-    #[cfg(model)]
-    pub fn shared(value: u32) -> Futex<Shared> {
         Futex::with_scope(value)
     }
 }
 
 impl<S: Scope> Futex<S> {
     /// A futex word of scope `S` holding `value`.
-    #[cfg(not(model))]
     pub const fn with_scope(value: u32) -> Futex<S> {
-        Futex {
-            word: AtomicU32::new(value),
-            scope: PhantomData,
-        }
-    }
-
-    /// A futex word of scope `S` holding `value` (not `const` under a model checker).
-    #[cfg(model)]
-    pub fn with_scope(value: u32) -> Futex<S> {
         Futex {
             word: AtomicU32::new(value),
             scope: PhantomData,
@@ -228,7 +201,6 @@ impl<S: Scope> Futex<S> {
     ///
     /// As for [`AtomicU32::from_ptr`]: `ptr` must be 4-byte aligned, valid for reads and writes
     /// for `'a`, and only accessed atomically during `'a`.
-    #[cfg(not(model))]
     pub unsafe fn from_ptr<'a>(ptr: *mut u32) -> &'a Futex<S> {
         // SAFETY: forwarded to `AtomicU32::from_ptr`, whose contract the caller upholds.
         Futex::from_atomic(unsafe { AtomicU32::from_ptr(ptr) })
@@ -272,29 +244,6 @@ impl<S: Scope> Futex<S> {
         if bitset == 0 {
             return Err(Error::InvalidArgument);
         }
-        #[cfg(model)]
-        {
-            crate::model::futex_wait(
-                self.addr(),
-                &self.word,
-                expected,
-                bitset,
-                deadline.is_some(),
-            )
-        }
-        #[cfg(not(model))]
-        {
-            self.wait_raw(expected, bitset, deadline)
-        }
-    }
-
-    #[cfg(not(model))]
-    fn wait_raw(
-        &self,
-        expected: u32,
-        bitset: u32,
-        deadline: Option<Deadline>,
-    ) -> Result<(), Error> {
         // FUTEX_WAIT_BITSET takes an absolute timeout, so a retry after EINTR keeps the original
         // deadline (FUTEX_WAIT's relative timeout would stretch).
         let mut futex_op = op::WAIT_BITSET | S::KIND.legacy_flag();
@@ -371,15 +320,8 @@ impl<S: Scope> Futex<S> {
             return Err(Error::InvalidArgument);
         }
         let n = n.min(i32::MAX as u32);
-        #[cfg(model)]
-        {
-            Ok(crate::model::futex_wake(addr as usize, n, bitset))
-        }
-        #[cfg(not(model))]
-        {
-            let futex_op = op::WAKE_BITSET | S::KIND.legacy_flag();
-            sys::futex_wake(addr.cast(), futex_op, n, bitset).map_err(Error::from_errno)
-        }
+        let futex_op = op::WAKE_BITSET | S::KIND.legacy_flag();
+        sys::futex_wake(addr.cast(), futex_op, n, bitset).map_err(Error::from_errno)
     }
 
     /// Wakes up to `n_wake` waiters of this word and moves up to `n_requeue` of the rest to wait
@@ -447,39 +389,25 @@ impl<S: Scope> Futex<S> {
         }
         let n_wake = n_wake.min(i32::MAX as u32);
         let n_requeue = n_requeue.min(i32::MAX as u32);
-        #[cfg(model)]
-        {
-            crate::model::futex_requeue(
-                self.addr(),
-                &self.word,
-                expected,
+        let (futex_op, val3) = match expected {
+            Some(expected) => (op::CMP_REQUEUE, expected),
+            None => (op::REQUEUE, 0),
+        };
+        // SAFETY: this word is a live, aligned AtomicU32 borrowed for the whole call; the
+        // target is non-null and aligned (a reference, or checked by `cmp_requeue_at`), and
+        // the kernel never writes it: it hashes its address (private) or looks up its page
+        // (shared: EFAULT if unmapped).
+        let result = unsafe {
+            sys::futex(
+                self.word.as_ptr(),
+                futex_op | S::KIND.legacy_flag(),
                 n_wake,
-                target as usize,
-                n_requeue,
+                n_requeue as usize,
+                target.cast::<u32>(),
+                val3,
             )
-        }
-        #[cfg(not(model))]
-        {
-            let (futex_op, val3) = match expected {
-                Some(expected) => (op::CMP_REQUEUE, expected),
-                None => (op::REQUEUE, 0),
-            };
-            // SAFETY: this word is a live, aligned AtomicU32 borrowed for the whole call; the
-            // target is non-null and aligned (a reference, or checked by `cmp_requeue_at`), and
-            // the kernel never writes it: it hashes its address (private) or looks up its page
-            // (shared: EFAULT if unmapped).
-            let result = unsafe {
-                sys::futex(
-                    self.word.as_ptr(),
-                    futex_op | S::KIND.legacy_flag(),
-                    n_wake,
-                    n_requeue as usize,
-                    target.cast::<u32>(),
-                    val3,
-                )
-            };
-            result.map_err(Error::from_errno)
-        }
+        };
+        result.map_err(Error::from_errno)
     }
 
     /// `FUTEX_WAKE_OP`: atomically applies `operation` to `other` and compares its old value;
@@ -501,7 +429,6 @@ impl<S: Scope> Futex<S> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] if `other` is this word.
-    #[cfg(not(model))]
     pub fn wake_op(
         &self,
         n_wake: u32,
@@ -557,41 +484,23 @@ impl<S: Scope> Futex<S> {
         // comparison holds, so the comparison is `old == 0`: documented below.
         let operation = WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?;
         let n = n.min(i32::MAX as u32);
-        #[cfg(model)]
-        {
-            let _ = operation;
-            Ok(crate::model::futex_update_and_wake(
-                self.addr(),
-                &self.word,
-                |v| kind.apply(v, arg),
+        // Release: whatever this thread wrote before is visible to whoever sees the change
+        // (the kernel's atomic op is not documented as a release on every architecture).
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        // SAFETY: the word is a live, aligned AtomicU32 borrowed for the whole call, passed as
+        // both addresses; the kernel writes it atomically, as another thread's atomic RMW
+        // would, and wakes none of the second address's waiters (count 0).
+        let result = unsafe {
+            sys::futex(
+                self.word.as_ptr(),
+                op::WAKE_OP | S::KIND.legacy_flag(),
                 n,
-            ))
-        }
-        #[cfg(not(model))]
-        {
-            // Release: whatever this thread wrote before is visible to whoever sees the change
-            // (the kernel's atomic op is not documented as a release on every architecture).
-            core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-            // SAFETY: the word is a live, aligned AtomicU32 borrowed for the whole call, passed as
-            // both addresses; the kernel writes it atomically, as another thread's atomic RMW
-            // would, and wakes none of the second address's waiters (count 0).
-            let result = unsafe {
-                sys::futex(
-                    self.word.as_ptr(),
-                    op::WAKE_OP | S::KIND.legacy_flag(),
-                    n,
-                    0,
-                    self.word.as_ptr(),
-                    operation.encode(),
-                )
-            };
-            result.map_err(Error::from_errno)
-        }
-    }
-
-    #[cfg(model)]
-    fn addr(&self) -> usize {
-        self as *const Futex<S> as usize
+                0,
+                self.word.as_ptr(),
+                operation.encode(),
+            )
+        };
+        result.map_err(Error::from_errno)
     }
 }
 
@@ -631,20 +540,6 @@ pub enum WakeOpKind {
     AndNot,
     /// `*word ^= arg`
     Xor,
-}
-
-impl WakeOpKind {
-    /// The new value of a word holding `old`.
-    #[cfg_attr(not(model), allow(dead_code))]
-    fn apply(self, old: u32, arg: u32) -> u32 {
-        match self {
-            WakeOpKind::Set => arg,
-            WakeOpKind::Add => old.wrapping_add(arg),
-            WakeOpKind::Or => old | arg,
-            WakeOpKind::AndNot => old & !arg,
-            WakeOpKind::Xor => old ^ arg,
-        }
-    }
 }
 
 /// The comparison of a [`WakeOp`], applied to the second word's old value.
@@ -733,31 +628,13 @@ impl WakeOp {
 /// assert_ne!(tid, other);
 /// ```
 pub fn current_tid() -> u32 {
-    #[cfg(not(model))]
-    {
-        sys::gettid()
-    }
-    #[cfg(model)]
-    {
-        // Not modelled: the ids only need to differ between threads.
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        #[cfg(loom)]
-        use ::loom::thread_local;
-        #[cfg(shuttle)]
-        use ::shuttle::thread_local;
-        thread_local! {
-            static TID: u32 =
-                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % pi_bits::TID_MASK + 1;
-        }
-        TID.with(|tid| *tid)
-    }
+    sys::current_tid()
 }
 
 /// `FUTEX_SWAP` (op 13 on kernels with the never-merged SWAP patch): wakes at most one waiter
 /// of `wake`, then waits on `wait_on` while it holds `expected`, handing the woken task this
 /// CPU. Its timeout is relative (monotonic), so it is recomputed from the deadline. Callers
 /// must have checked [`Capability::Swap`]: on mainline op 13 is `FUTEX_LOCK_PI2`.
-#[cfg(not(model))]
 pub(crate) fn swap_syscall<S: Scope>(
     wait_on: &Futex<S>,
     expected: u32,

@@ -306,7 +306,7 @@ mod probes {
     };
     use crate::futex::{op, sys};
 
-    pub(super) use sys::{kernel_release, usable_cpus};
+    pub(super) use sys::thread::{kernel_release, usable_cpus};
 
     fn errno_name(result: Result<usize, i32>) -> String {
         match result {
@@ -467,7 +467,7 @@ mod probes {
     /// `FUTEX_TRYLOCK_PI` on a word that already holds our TID: EDEADLK where PI futexes exist
     /// (the kernel sees we own it; nothing is taken), ENOSYS without `CONFIG_FUTEX_PI`.
     fn pi() -> Detection {
-        let word = AtomicU32::new(sys::gettid());
+        let word = AtomicU32::new(sys::thread::gettid());
         // SAFETY: `word` is live and aligned; we "own" it, so no lock changes hands.
         let r = unsafe {
             sys::futex(
@@ -490,7 +490,7 @@ mod probes {
     /// FUTEX_SWAP kernel: EAGAIN (nothing to wake, value mismatch); older: ENOSYS. Never with
     /// W == 0 (would take the lock) or a foreign TID (would block).
     fn op13() -> Result<usize, i32> {
-        let tid = sys::gettid();
+        let tid = sys::thread::gettid();
         let word = AtomicU32::new(tid);
         let dummy = AtomicU32::new(0);
         // SAFETY: both words are live and aligned for the call. W holds our own TID, so
@@ -611,7 +611,7 @@ mod probes {
 
     /// docs/kernel.md: `prctl(PR_RSEQ_SLICE_EXTENSION 79, GET 1)`: EINVAL before 7.0.
     fn rseq_slice() -> Detection {
-        let r = sys::rseq_slice_extension_get();
+        let r = sys::thread::rseq_slice_extension_get();
         detection(
             r.is_ok(),
             format!("prctl(PR_RSEQ_SLICE_EXTENSION, GET): {}", errno_name(r)),

@@ -1,5 +1,5 @@
-//! A barrier with `std::sync::Barrier`'s API, on one futex word instead of std's Mutex and
-//! Condvar.
+//! The barrier protocol, on one futex word instead of std's Mutex and Condvar.
+//! `futexkit::sync::Barrier` is this with std's API.
 //!
 //! ## State
 //!
@@ -37,85 +37,51 @@ const ARRIVED: u32 = (1 << 30) - 1;
 const SLEEPERS: u32 = 1 << 30;
 const GENERATION: u32 = 1 << 31;
 
-/// A barrier: `parties` threads wait for each other, then all continue, and it is ready for the
-/// next round. `std::sync::Barrier`'s API and behaviour; one futex word (plus the party count)
-/// where std's is a Mutex and a Condvar.
+/// A barrier for `parties` threads: one futex word and the party count. See the
+/// [module documentation](self) for the protocol.
 ///
 /// ```
-/// use std::sync::Arc;
-/// use std::thread;
-/// use futexkit::sync::Barrier;
+/// use futexkit::raw::RawBarrier;
 ///
-/// let barrier = Arc::new(Barrier::new(4));
-/// let handles: Vec<_> = (0..4)
-///     .map(|_| {
-///         let barrier = Arc::clone(&barrier);
-///         thread::spawn(move || barrier.wait().is_leader())
-///     })
-///     .collect();
-/// let leaders = handles.into_iter().map(|h| h.join().unwrap());
-/// assert_eq!(leaders.filter(|&leader| leader).count(), 1);
+/// let barrier = RawBarrier::new(2);
+/// let leaders = std::thread::scope(|s| {
+///     let other = s.spawn(|| barrier.wait());
+///     usize::from(barrier.wait()) + usize::from(other.join().unwrap())
+/// });
+/// assert_eq!(leaders, 1);
 /// ```
-pub struct Barrier {
+pub struct RawBarrier {
     state: Futex,
     parties: usize,
 }
 
-/// What [`Barrier::wait`] returns: whether this thread was the round's leader (as std's).
-pub struct BarrierWaitResult(bool);
-
-impl BarrierWaitResult {
-    /// True for exactly one thread per round (the last to arrive).
-    #[must_use]
-    pub fn is_leader(&self) -> bool {
-        self.0
-    }
-}
-
-impl fmt::Debug for BarrierWaitResult {
+impl fmt::Debug for RawBarrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BarrierWaitResult")
-            .field("is_leader", &self.is_leader())
-            .finish()
+        f.debug_struct("RawBarrier")
+            .field("parties", &self.parties)
+            .finish_non_exhaustive()
     }
 }
 
-impl fmt::Debug for Barrier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Barrier").finish_non_exhaustive()
-    }
-}
-
-impl Barrier {
+impl RawBarrier {
     /// A barrier that releases its waiters each time `parties` of them have called
-    /// [`wait`](Barrier::wait). With 0 or 1 parties, `wait` returns at once.
+    /// [`wait`](RawBarrier::wait). With 0 or 1 parties, `wait` returns at once.
     ///
     /// More than 2^30 - 1 parties cannot be waited for (no system runs that many threads):
     /// such a barrier never releases, as it could not in std either.
-    #[cfg(not(model))]
     #[must_use]
-    pub const fn new(parties: usize) -> Barrier {
-        Barrier {
-            state: Futex::new(0),
-            parties,
-        }
-    }
-
-    /// A barrier of `parties` (not `const` under a model checker).
-    #[cfg(model)]
-    #[must_use]
-    pub fn new(parties: usize) -> Barrier {
-        Barrier {
+    pub const fn new(parties: usize) -> RawBarrier {
+        RawBarrier {
             state: Futex::new(0),
             parties,
         }
     }
 
     /// Blocks until `parties` threads have called `wait` in this round, then returns in all of
-    /// them; exactly one is told it is the leader.
-    pub fn wait(&self) -> BarrierWaitResult {
+    /// them: true in exactly one, the leader (the last to arrive).
+    pub fn wait(&self) -> bool {
         if self.parties <= 1 {
-            return BarrierWaitResult(true);
+            return true;
         }
         let before = self.state.fetch_add(1, Ordering::AcqRel);
         let generation = before & GENERATION;
@@ -127,17 +93,17 @@ impl Barrier {
             if before & SLEEPERS != 0 {
                 let _ = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32);
             }
-            return BarrierWaitResult(true);
+            return true;
         }
         let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
-        if self.parties <= crate::futex::capabilities().usable_cpus() {
+        if self.parties <= crate::spin::usable_cpus() {
             let mut spin = SpinWait::new();
             while !released() && spin.spin() {}
         }
         loop {
             let state = self.state.load(Ordering::Acquire);
             if state & GENERATION != generation {
-                return BarrierWaitResult(false);
+                return false;
             }
             if state & SLEEPERS == 0
                 && self

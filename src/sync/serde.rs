@@ -7,8 +7,7 @@
 use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Error, Serialize, Serializer};
 
-use crate::mutex::Mutex;
-use crate::rwlock::RwLock;
+use super::{Mutex, RwLock};
 
 impl<T: ?Sized + Serialize> Serialize for Mutex<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

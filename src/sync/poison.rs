@@ -1,4 +1,4 @@
-//! Poisoning as std's locks do it, shared by [`Mutex`](crate::Mutex) and
+//! Poisoning as std's locks do it, shared by [`Mutex`](crate::sync::Mutex) and
 //! [`RwLock`](crate::sync::RwLock): a lock is poisoned when a thread that held it for writing
 //! began to panic while holding it, and every later lock reports that until it is cleared.
 //!

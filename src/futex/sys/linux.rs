@@ -1,0 +1,183 @@
+//! The futex backend on Linux: every futex system call, and the atomics and thread operations
+//! the primitives use (core's and std's). Its twin under a model checker is `model.rs`, with
+//! the same items and signatures (see the seam in `mod.rs`).
+//!
+//! Everything here is a thin, typed doorway to one syscall. Policy (retrying `EINTR`, mapping
+//! errno values to [`Error`](crate::futex::Error), choosing flags) lives in the callers in
+//! `src/futex/`. Functions whose syscall may read or write user memory are `unsafe` and state
+//! what the pointer must be; the wake family only hashes its address, so it is safe to call with
+//! any pointer (see `docs/kernel.md`, "Wake after unlock").
+//!
+//! `libc::syscall` is used for every futex operation, not rustix's safe wrappers, because those
+//! take `&AtomicU32` (a reference that may dangle once a lock is released, rust-lang/rust#55005)
+//! and have no op 13 probing or futex2 `wait`/`requeue`.
+
+use core::ptr;
+
+pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use std::thread::yield_now;
+pub(crate) use std::thread_local;
+
+use super::{check, Errno, FutexWaitv};
+
+/// False: spins run their full budgets (`model.rs` shrinks them to one look).
+pub(crate) const MODEL_CHECKED: bool = false;
+
+/// This thread's kernel thread id (see [`crate::futex::current_tid`]).
+pub(crate) fn current_tid() -> u32 {
+    super::thread::gettid()
+}
+
+// futex2 syscall numbers are the same in every architecture's table since the tables were
+// unified (docs/kernel.md); libc does not name all of them on every target.
+const SYS_FUTEX_WAITV: libc::c_long = 449;
+const SYS_FUTEX_WAKE: libc::c_long = 454;
+const SYS_FUTEX_WAIT: libc::c_long = 455;
+const SYS_FUTEX_REQUEUE: libc::c_long = 456;
+
+/// The legacy multiplexed `futex(2)` call.
+///
+/// `arg4` is the op's fourth argument: a `*const timespec` for waits and locks, or `val2` (a
+/// count) for requeue and wake_op.
+///
+/// # Safety
+///
+/// For every op that reads or writes the futex words (waits, requeues with a compare value,
+/// wake_op, the PI family), `uaddr` and `uaddr2` (where the op uses it) must point to live,
+/// 4-byte-aligned `AtomicU32`s for the duration of the call, and `arg4`, where it is a pointer,
+/// must be null or point to a valid `timespec`.
+pub(crate) unsafe fn futex(
+    uaddr: *const u32,
+    op: i32,
+    val: u32,
+    arg4: usize,
+    uaddr2: *const u32,
+    val3: u32,
+) -> Result<usize, Errno> {
+    // SAFETY: the caller guarantees the pointers are valid for what `op` does with them; the
+    // kernel validates everything else and reports problems as errno values.
+    let ret = unsafe { libc::syscall(libc::SYS_futex, uaddr, op, val, arg4, uaddr2, val3) };
+    check(ret)
+}
+
+/// `FUTEX_WAKE` / `FUTEX_WAKE_BITSET` with the given op (flags included).
+///
+/// Safe for any address: the kernel hashes the address (private futexes) or looks up the page
+/// it lies in (shared futexes) and never reads or writes the word. A stale address can at worst
+/// wake an unrelated waiter spuriously, which every futex waiter must tolerate.
+pub(crate) fn futex_wake(uaddr: *const u32, op: i32, n: u32, bitset: u32) -> Result<usize, Errno> {
+    // SAFETY: wake ops never dereference `uaddr` (see above); the timeout and `uaddr2` slots are
+    // unused by FUTEX_WAKE and FUTEX_WAKE_BITSET.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            uaddr,
+            op,
+            n,
+            ptr::null::<libc::timespec>(),
+            ptr::null::<u32>(),
+            bitset,
+        )
+    };
+    check(ret)
+}
+
+/// futex2 `futex_wait(uaddr, val, mask, flags, timeout, clockid)` (Linux 6.7+).
+///
+/// # Safety
+///
+/// `uaddr` must point to a live, naturally aligned word of the size named in `flags` (and, with
+/// `FUTEX2_NUMA`, the node word after it) for the duration of the call; `timeout` must be null
+/// or valid.
+pub(crate) unsafe fn futex2_wait(
+    uaddr: *const u8,
+    val: u64,
+    mask: u64,
+    flags: u32,
+    timeout: *const libc::timespec,
+    clockid: libc::clockid_t,
+) -> Result<usize, Errno> {
+    // SAFETY: forwarded from the caller's guarantee; the kernel validates flags and sizes.
+    let ret = unsafe { libc::syscall(SYS_FUTEX_WAIT, uaddr, val, mask, flags, timeout, clockid) };
+    check(ret)
+}
+
+/// futex2 `futex_wake(uaddr, mask, nr, flags)` (Linux 6.7+).
+///
+/// Safe for any address for the same reason as [`futex_wake`], with one exception handled by
+/// the caller: with `FUTEX2_NUMA` the kernel reads the node word, so NUMA wakes go through
+/// [`futex2_wake_numa`].
+pub(crate) fn futex2_wake(uaddr: *const u8, mask: u64, n: i32, flags: u32) -> Result<usize, Errno> {
+    debug_assert!(
+        flags & 0x04 == 0,
+        "NUMA wakes read memory: use futex2_wake_numa"
+    );
+    // SAFETY: without FUTEX2_NUMA the kernel only hashes the address.
+    let ret = unsafe { libc::syscall(SYS_FUTEX_WAKE, uaddr, mask, n, flags) };
+    check(ret)
+}
+
+/// futex2 `futex_wake` with `FUTEX2_NUMA`, which reads the node word.
+///
+/// # Safety
+///
+/// `uaddr` must point to a live, 8-byte-aligned `{ value, node }` pair of `u32`s.
+pub(crate) unsafe fn futex2_wake_numa(
+    uaddr: *const u8,
+    mask: u64,
+    n: i32,
+    flags: u32,
+) -> Result<usize, Errno> {
+    // SAFETY: forwarded from the caller's guarantee.
+    let ret = unsafe { libc::syscall(SYS_FUTEX_WAKE, uaddr, mask, n, flags) };
+    check(ret)
+}
+
+/// futex2 `futex_requeue(waiters[2], flags, nr_wake, nr_requeue)` (Linux 6.7+).
+///
+/// # Safety
+///
+/// Both entries' `uaddr` must point to live, aligned words of the size their flags name.
+pub(crate) unsafe fn futex2_requeue(
+    waiters: &[FutexWaitv; 2],
+    nr_wake: i32,
+    nr_requeue: i32,
+) -> Result<usize, Errno> {
+    // SAFETY: `waiters` is a valid array of two entries; the words they name are the caller's
+    // responsibility. The syscall's `flags` argument must be 0.
+    let ret = unsafe {
+        libc::syscall(
+            SYS_FUTEX_REQUEUE,
+            waiters.as_ptr(),
+            0u32,
+            nr_wake,
+            nr_requeue,
+        )
+    };
+    check(ret)
+}
+
+/// `futex_waitv(waiters, nr, flags, timeout, clockid)` (Linux 5.16+).
+///
+/// # Safety
+///
+/// Every entry's `uaddr` must point to a live, aligned `u32` for the duration of the call, and
+/// `timeout` must be null or valid.
+pub(crate) unsafe fn futex_waitv(
+    waiters: &[FutexWaitv],
+    timeout: *const libc::timespec,
+    clockid: libc::clockid_t,
+) -> Result<usize, Errno> {
+    // SAFETY: the slice is valid for `len` entries; the words are the caller's responsibility.
+    let ret = unsafe {
+        libc::syscall(
+            SYS_FUTEX_WAITV,
+            waiters.as_ptr(),
+            waiters.len() as libc::c_uint,
+            0u32,
+            timeout,
+            clockid,
+        )
+    };
+    check(ret)
+}

@@ -1,0 +1,65 @@
+//! Every system call futexkit makes, by subject, and the one seam a model checker plugs into.
+//!
+//! | module       | what                                                                  |
+//! |--------------|-----------------------------------------------------------------------|
+//! | `linux.rs`   | the futex calls (`futex(2)`, futex2, `futex_waitv`), and the atomics and thread operations the primitives use |
+//! | `model.rs`   | the same items with the same signatures, under a model checker: the futex calls emulated on the checker's atomics |
+//! | `thread.rs`  | the calling thread and the system: its kernel id, usable CPUs, preemptions, clocks, kernel release, rseq |
+//! | `memory.rs`  | shared memory: memfds, seals, shared mappings, inheritable descriptors |
+//! | `process.rs` | processes: this one's id and pid namespace, watching a peer's exit    |
+//!
+//! ## The model-checker seam
+//!
+//! `build.rs` sets `cfg(model)` for `--cfg loom` or `--cfg shuttle`. Then, and only here, the
+//! futex backend is `model.rs` instead of `linux.rs`: every primitive above runs unchanged on
+//! the checker's atomics ([`AtomicU32`]), its threads ([`yield_now`], [`thread_local!`]) and an
+//! emulated futex whose waits and wakes the checker schedules. No file outside this directory
+//! names a model checker, except where a bound must shrink for a model to stay finite: the spin
+//! policy reads [`MODEL_CHECKED`] (every spin is one look). The thread, memory and process calls
+//! are the real ones in both builds, as they take no part in any protocol a model checks, with
+//! one exception: a checker's atomics are objects of their own, not words that could overlay
+//! shared memory, so under one `memory::map_shared` refuses (FlipCall then has only in-process
+//! windows).
+
+#[cfg(not(model))]
+#[path = "linux.rs"]
+mod backend;
+#[cfg(model)]
+#[path = "model.rs"]
+mod backend;
+
+pub(crate) mod memory;
+pub(crate) mod process;
+pub(crate) mod thread;
+
+pub(crate) use backend::*;
+
+/// An errno value as the kernel returned it.
+pub(crate) type Errno = i32;
+
+/// `struct futex_waitv` from the uapi headers (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FutexWaitv {
+    pub val: u64,
+    pub uaddr: u64,
+    pub flags: u32,
+    pub reserved: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<FutexWaitv>() == 24);
+
+fn last_errno() -> Errno {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EINVAL)
+}
+
+/// A raw syscall return value as a count, or the errno it left.
+fn check(ret: libc::c_long) -> Result<usize, Errno> {
+    if ret < 0 {
+        Err(last_errno())
+    } else {
+        Ok(ret as usize)
+    }
+}

@@ -1,0 +1,78 @@
+//! System calls about processes: this process's id and pid namespace, and watching a peer
+//! process for its exit (FlipCall's peer-death detection).
+
+/// This process's id.
+pub(crate) fn getpid() -> u32 {
+    rustix::process::getpid().as_raw_nonzero().get() as u32
+}
+
+/// What [`pid_namespace`] answers on a kernel built without pid namespaces
+/// (`CONFIG_PID_NS=n`): every process is in the one namespace there. Namespace inodes are
+/// allocated far above it, so it names no real namespace.
+const THE_ONLY_PID_NAMESPACE: u32 = 1;
+
+/// This process's pid namespace, as its inode folded to 32 bits (0 if unknown): two processes
+/// can name each other by pid only if these match. Where `/proc` is mounted but has no
+/// `ns/pid`, the kernel has no pid namespaces and every process shares the one there is.
+pub(crate) fn pid_namespace() -> u32 {
+    match rustix::fs::stat("/proc/self/ns/pid") {
+        Ok(st) => {
+            let ino = st.st_ino;
+            (ino ^ (ino >> 32)) as u32
+        }
+        Err(rustix::io::Errno::NOENT) if rustix::fs::stat("/proc/self/stat").is_ok() => {
+            THE_ONLY_PID_NAMESPACE
+        }
+        Err(_) => 0,
+    }
+}
+
+/// A handle on process `pid` that tells whether it has exited: a pidfd (Linux 5.3+), or the pid
+/// itself on older kernels.
+#[derive(Debug)]
+pub(crate) enum ProcessWatch {
+    /// Readable once the process has exited, even while it is an unreaped zombie.
+    Pidfd(std::os::fd::OwnedFd),
+    /// `kill(pid, 0)`: cannot tell a zombie from a live process, and may be fooled by pid reuse.
+    Pid(rustix::process::Pid),
+}
+
+/// Watches process `pid`; `Ok(None)` if it no longer exists.
+pub(crate) fn watch_process(pid: u32) -> std::io::Result<Option<ProcessWatch>> {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Ok(None);
+    };
+    match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => Ok(Some(ProcessWatch::Pidfd(fd))),
+        Err(rustix::io::Errno::SRCH) => Ok(None),
+        Err(rustix::io::Errno::NOSYS) => Ok(process_exists(pid).then_some(ProcessWatch::Pid(pid))),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn process_exists(pid: rustix::process::Pid) -> bool {
+    // EPERM means it exists but belongs to someone else.
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+/// Whether the watched process has exited. Never blocks.
+pub(crate) fn has_exited(watch: &ProcessWatch) -> bool {
+    match watch {
+        ProcessWatch::Pidfd(fd) => {
+            use rustix::event::{PollFd, PollFlags};
+            let mut fds = [PollFd::new(fd, PollFlags::IN)];
+            let zero = rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        }
+        ProcessWatch::Pid(pid) => !process_exists(*pid),
+    }
+}

@@ -1,0 +1,73 @@
+//! System calls about the calling thread and the system it runs on: its kernel id, the CPUs it
+//! may use, how often it was preempted, the clocks, the kernel release, the rseq slice
+//! extension. None of them reads or writes memory the caller passes, so all are safe.
+
+use super::{check, Errno};
+
+// prctl(PR_RSEQ_SLICE_EXTENSION, PR_RSEQ_SLICE_EXTENSION_GET): merged in Linux 7.0.
+const PR_RSEQ_SLICE_EXTENSION: libc::c_int = 79;
+const PR_RSEQ_SLICE_EXTENSION_GET: libc::c_ulong = 1;
+
+/// The calling thread's kernel thread id.
+pub(crate) fn gettid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
+/// Reads `clock` (`CLOCK_MONOTONIC` or `CLOCK_REALTIME`).
+pub(crate) fn clock_now(clock: libc::clockid_t) -> libc::timespec {
+    let id = if clock == libc::CLOCK_REALTIME {
+        rustix::time::ClockId::Realtime
+    } else {
+        rustix::time::ClockId::Monotonic
+    };
+    let ts = rustix::time::clock_gettime(id);
+    libc::timespec {
+        tv_sec: ts.tv_sec as libc::time_t,
+        tv_nsec: ts.tv_nsec as _,
+    }
+}
+
+/// How many CPUs this process may run on (its affinity mask), at least 1.
+pub(crate) fn usable_cpus() -> usize {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => set.count().max(1) as usize,
+        Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// How many times the calling thread has been switched out involuntarily (preempted) since it
+/// started: `getrusage(RUSAGE_THREAD)`'s `ru_nivcsw`; 0 if the call fails.
+pub(crate) fn involuntary_switches() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, which we own; RUSAGE_THREAD is a valid
+    // `who` on Linux since 2.6.26.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return 0;
+    }
+    usage.ru_nivcsw as u64
+}
+
+/// The running kernel's release string (`uname -r`).
+pub(crate) fn kernel_release() -> String {
+    rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `prctl(PR_RSEQ_SLICE_EXTENSION, PR_RSEQ_SLICE_EXTENSION_GET)`: non-negative where the rseq
+/// time-slice extension exists (Linux 7.0+).
+pub(crate) fn rseq_slice_extension_get() -> Result<usize, Errno> {
+    // SAFETY: this prctl takes no pointers; unknown options return EINVAL.
+    let ret = unsafe {
+        libc::prctl(
+            PR_RSEQ_SLICE_EXTENSION,
+            PR_RSEQ_SLICE_EXTENSION_GET,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    check(ret as libc::c_long)
+}

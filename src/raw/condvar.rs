@@ -1,0 +1,125 @@
+//! The condition variable protocol: a sequence word and a sleeper count, waited on with any
+//! [`RawMutex`]. `futexkit::sync::Condvar` is this with std's guard-based API.
+//!
+//! ## State
+//!
+//! | field      | meaning                                   | changed by |
+//! |------------|-------------------------------------------|------------|
+//! | `seq`      | futex word: how many notifies there have been (wrapping) | every notify adds 1 |
+//! | `sleepers` | waiters about to sleep on `seq`, or asleep | a waiter adds 1 before its sleep and takes it back after |
+//!
+//! Nothing refers to the mutex: a Condvar may be used with any mutex, one after another, and a
+//! `(Mutex, Condvar)` pair may move between waits, as with std.
+//!
+//! ## Protocol
+//!
+//! * **wait**: read `seq` while still holding the mutex, unlock, add to `sleepers`, sleep on
+//!   `seq` while it holds the value read, take `sleepers` back, and relock. A notify that comes after
+//!   the unlock (the only ones a waiter is owed: the notifier changed the condition under the
+//!   mutex after this waiter released it) changes `seq` after it was read, so the sleep returns
+//!   at once or is woken. Only equality is compared: a waiter would have to sleep through
+//!   exactly 2^32 notifies to miss one, each of which wakes it.
+//! * **notify**: add 1 to `seq`, then wake one (`notify_one`) or all (`notify_all`) sleepers,
+//!   making the wake syscall only if `sleepers` is not 0. The notifier reads `sleepers` with a
+//!   read-modify-write (adding 0), as the waiter writes it with one (adding 1), both
+//!   acquire-release: the two are ordered in `sleepers`' modification order, and each reads the
+//!   latest value. If the notifier's comes second, it sees the sleeper and wakes it. If the
+//!   waiter's comes second, it synchronizes with the notifier's, so the notifier's earlier add
+//!   to `seq` happens before the waiter's sleep compares `seq` (in the kernel), which then
+//!   sees the new value and does not sleep. Either way the waiter is not lost.
+//! * `notify_all` wakes every sleeper at once, so that they run as soon as CPUs can take them;
+//!   they then meet on the mutex, whose spin and one-wake-per-unlock keep that orderly.
+//!
+//! A wait does not spin before it sleeps: a notify is often far off, and on a machine with
+//! more runnable threads than CPUs a spinning waiter takes the CPU from the very thread that
+//! would notify it (`docs/design.md`, "Spinning").
+
+use core::fmt;
+
+use crate::atomic::{AtomicU32, Ordering};
+use crate::futex::{Deadline, Error, Futex};
+use crate::raw::RawMutex;
+
+/// A condition variable without a guard API: waits release and retake a [`RawMutex`] the caller
+/// holds. See the [module documentation](self) for the protocol.
+///
+/// ```
+/// use futexkit::raw::{RawCondvar, RawMutex};
+///
+/// let (mutex, condvar) = (RawMutex::new(), RawCondvar::new());
+/// mutex.lock();
+/// // Nobody notifies: the wait ends at its deadline, with the mutex held again.
+/// let deadline = futexkit::futex::Deadline::after(std::time::Duration::from_millis(1));
+/// // SAFETY: this thread holds `mutex`.
+/// let timed_out = unsafe { condvar.wait(&mutex, Some(deadline)) };
+/// assert!(timed_out);
+/// assert!(mutex.is_locked());
+/// // SAFETY: held again after the wait.
+/// unsafe { mutex.unlock() };
+/// ```
+pub struct RawCondvar {
+    seq: Futex,
+    sleepers: AtomicU32,
+}
+
+impl Default for RawCondvar {
+    fn default() -> RawCondvar {
+        RawCondvar::new()
+    }
+}
+
+impl fmt::Debug for RawCondvar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCondvar").finish_non_exhaustive()
+    }
+}
+
+impl RawCondvar {
+    /// A condition variable with no waiters.
+    #[must_use]
+    pub const fn new() -> RawCondvar {
+        RawCondvar {
+            seq: Futex::new(0),
+            sleepers: AtomicU32::new(0),
+        }
+    }
+
+    /// Wakes one waiter, if any. A notify with nobody waiting is not remembered.
+    pub fn notify_one(&self) {
+        self.notify(1);
+    }
+
+    /// Wakes all waiters.
+    pub fn notify_all(&self) {
+        self.notify(i32::MAX as u32);
+    }
+
+    fn notify(&self, n: u32) {
+        self.seq.fetch_add(1, Ordering::Relaxed);
+        // A read-modify-write, not a load: it orders this notify against the waiters' adds
+        // (module documentation, "notify").
+        if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
+            let _ = self.seq.wake(n);
+        }
+    }
+
+    /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`
+    /// again. Returns whether the deadline passed without a notify.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold `mutex`; it holds it again when this returns.
+    pub unsafe fn wait(&self, mutex: &RawMutex, deadline: Option<Deadline>) -> bool {
+        // Read under the lock: any notify this wait is owed comes after it.
+        let seq = self.seq.load(Ordering::Relaxed);
+        // SAFETY: the caller holds the lock.
+        unsafe { mutex.unlock() };
+        self.sleepers.fetch_add(1, Ordering::AcqRel);
+        // Woken, spuriously or not, or `seq` changed before the sleep: either way this wait is
+        // over (spurious wakeups are allowed; callers re-check their condition).
+        let result = self.seq.wait(seq, deadline);
+        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        mutex.lock();
+        result == Err(Error::TimedOut)
+    }
+}

@@ -1,0 +1,120 @@
+//! With the `lock_api` feature: lock_api's raw lock traits for futexkit's raw locks, so that
+//! `lock_api::Mutex<futexkit::raw::RawMutex, T>` (and the RwLock) work as parking_lot's do.
+
+use std::time::{Duration, Instant};
+
+use super::{RawMutex, RawRwLock};
+
+// SAFETY: `lock` and the `try_lock*` that return true give this thread exclusive ownership until
+// `unlock` (Acquire on taking, Release on releasing), which is lock_api's contract.
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawMutex = RawMutex::new();
+    type GuardMarker = lock_api::GuardNoSend;
+
+    fn lock(&self) {
+        RawMutex::lock(self);
+    }
+
+    fn try_lock(&self) -> bool {
+        RawMutex::try_lock(self)
+    }
+
+    unsafe fn unlock(&self) {
+        // SAFETY: lock_api calls this only for a lock the caller holds.
+        unsafe { RawMutex::unlock(self) }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawMutex::is_locked(self)
+    }
+}
+
+// SAFETY: as for `lock_api::RawMutex`; the timed variants give ownership only when they return
+// true.
+unsafe impl lock_api::RawMutexTimed for RawMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_for(&self, timeout: Duration) -> bool {
+        RawMutex::try_lock_for(self, timeout)
+    }
+
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        RawMutex::try_lock_until(self, deadline)
+    }
+}
+
+// SAFETY: `read`/`try_read` give shared ownership and `write`/`try_write` exclusive ownership
+// until the matching unlock (Acquire on taking, Release on releasing), which is lock_api's
+// contract.
+unsafe impl lock_api::RawRwLock for RawRwLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawRwLock = RawRwLock::new();
+    type GuardMarker = lock_api::GuardNoSend;
+
+    fn lock_shared(&self) {
+        self.read();
+    }
+
+    fn try_lock_shared(&self) -> bool {
+        self.try_read()
+    }
+
+    unsafe fn unlock_shared(&self) {
+        // SAFETY: lock_api calls this only for a read lock the caller holds.
+        unsafe { self.read_unlock() }
+    }
+
+    fn lock_exclusive(&self) {
+        self.write();
+    }
+
+    fn try_lock_exclusive(&self) -> bool {
+        self.try_write()
+    }
+
+    unsafe fn unlock_exclusive(&self) {
+        // SAFETY: lock_api calls this only for the write lock the caller holds.
+        unsafe { self.write_unlock() }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawRwLock::is_locked(self)
+    }
+
+    fn is_locked_exclusive(&self) -> bool {
+        RawRwLock::is_locked_exclusive(self)
+    }
+}
+
+// SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
+unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
+    unsafe fn downgrade(&self) {
+        // SAFETY: lock_api calls this only for the write lock the caller holds.
+        unsafe { RawRwLock::downgrade(self) }
+    }
+}
+
+// SAFETY: as for `lock_api::RawRwLock`; the timed variants give ownership only when they
+// return true.
+unsafe impl lock_api::RawRwLockTimed for RawRwLock {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_shared_for(&self, timeout: Duration) -> bool {
+        self.try_read_for(timeout)
+    }
+
+    fn try_lock_shared_until(&self, deadline: Instant) -> bool {
+        self.try_read_until(deadline)
+    }
+
+    fn try_lock_exclusive_for(&self, timeout: Duration) -> bool {
+        self.try_write_for(timeout)
+    }
+
+    fn try_lock_exclusive_until(&self, deadline: Instant) -> bool {
+        self.try_write_until(deadline)
+    }
+}

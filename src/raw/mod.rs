@@ -1,0 +1,26 @@
+//! The protocols: each primitive's state on a futex word, with its lock / unlock / wait / wake
+//! transitions, and nothing of poison, guards or data (std keeps these in `sys/sync/`).
+//! [`futexkit::sync`](crate::sync) builds std's types over them; they are public for code that
+//! brings its own guards (lock_api, with the `lock_api` feature).
+//!
+//! Each file starts with its primitive's state table. Policy lives apart: how long a waiter
+//! spins in [`crate::spin`], when an unlock hands the lock over in `src/fairness.rs`.
+//!
+//! | file         | type           | word                                                    |
+//! |--------------|----------------|---------------------------------------------------------|
+//! | `mutex.rs`   | [`RawMutex`]   | one of four states: free, held, held with sleepers, handed over |
+//! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and three waiting / phase bits |
+//! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
+//! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
+
+mod barrier;
+mod condvar;
+#[cfg(feature = "lock_api")]
+mod lock_api;
+mod mutex;
+mod rwlock;
+
+pub use barrier::RawBarrier;
+pub use condvar::RawCondvar;
+pub use mutex::RawMutex;
+pub use rwlock::RawRwLock;

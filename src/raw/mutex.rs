@@ -1,0 +1,229 @@
+//! The mutex protocol, on one futex word. `futexkit::sync::Mutex` is this with std's API.
+//!
+//! ## State
+//!
+//! [`RawMutex`] is one 32-bit futex word holding one of four values:
+//!
+//! | value       | meaning                              | set by                                  | left by |
+//! |-------------|--------------------------------------|-----------------------------------------|---------|
+//! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
+//! | `LOCKED`    | held; no thread sleeps on the word   | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper |
+//! | `HANDED`    | held in trust for a woken sleeper    | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
+//!
+//! Invariants, kept by the transitions below:
+//!
+//! 1. **No lost wakeup.** A thread sleeps only through `futex_wait` on the value it saw,
+//!    `CONTENDED` or `HANDED`, so it is asleep only while the word holds one of them or a
+//!    release from `CONTENDED` has yet to wake it. Every release from `CONTENDED` wakes a
+//!    sleeper; that sleeper (or one that slept later) takes the lock back as `CONTENDED`,
+//!    never as `LOCKED`, so the unlock after it wakes the next. (As in std's futex mutex, a
+//!    thread that takes a lock released by such an unlock before the woken one runs takes it
+//!    as `LOCKED`; the woken one then finds it held and marks it `CONTENDED` again before it
+//!    sleeps.)
+//! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
+//!    `CONTENDED`. So an unlock finds `LOCKED` (no sleeper: release, no syscall) or
+//!    `CONTENDED` (release and wake one, or hand off).
+//! 3. **A hand-off always has a claimer.** The unlock wakes one *untimed* sleeper before it
+//!    writes `HANDED`, and writes it only if that wake found one; else it releases. The woken
+//!    sleeper never gives up, so it comes back and claims `HANDED`, unless another thread back
+//!    from a sleep claimed it first. If it looked before `HANDED` was written and went back to
+//!    sleep on `CONTENDED`, the unlock's second wake, after writing `HANDED`, or the changed
+//!    word sends it (or another untimed sleeper) back to claim it. Timed waiters sleep with a
+//!    futex bitset of their own that hand-off wakes do not match, so a deadline never strands
+//!    a hand-off. Once `HANDED` is written the unlocking thread no longer owns the lock and
+//!    touches the word only by address: another thread may own it and free it by then.
+//!
+//! ## Transitions
+//!
+//! * **lock**: `UNLOCKED -> LOCKED` by one CAS. Else the slow path
+//!   (`RawMutex::lock_contended`): while the word is `LOCKED` (the holder is likely running,
+//!   nobody sleeps), spin ([`SpinWait`]) and take it when it turns `UNLOCKED`; then turn
+//!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
+//!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again.
+//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else (`CONTENDED`): release and wake one
+//!   sleeper; or, when the fairness policy says so and an untimed sleeper was woken, write
+//!   `HANDED` and wake once more.
+//!
+//! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], when to hand
+//! off in `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
+
+use core::fmt;
+use std::time::{Duration, Instant};
+
+use crate::atomic::Ordering;
+use crate::futex::{Deadline, Error, Futex};
+use crate::spin::SpinWait;
+
+const UNLOCKED: u32 = 0;
+const LOCKED: u32 = 1;
+const CONTENDED: u32 = 2;
+const HANDED: u32 = 3;
+
+/// The futex bitset untimed waiters sleep with: the only ones a hand-off wakes.
+const UNTIMED_WAITER: u32 = 0b01;
+/// The futex bitset timed waiters sleep with.
+const TIMED_WAITER: u32 = 0b10;
+/// Wakes either kind of waiter.
+const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
+
+/// The lock without the data: one 32-bit futex word (the [module documentation](self) has its
+/// states). [`Mutex`](crate::sync::Mutex) is this plus a poison flag and the data; with the
+/// `lock_api` feature it implements `lock_api::RawMutex` and `lock_api::RawMutexTimed`.
+///
+/// ```
+/// use futexkit::raw::RawMutex;
+///
+/// let raw = RawMutex::new();
+/// raw.lock();
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// assert!(raw.try_lock());
+/// // SAFETY: taken just above.
+/// unsafe { raw.unlock() };
+/// ```
+#[derive(Default)]
+pub struct RawMutex {
+    word: Futex,
+}
+
+impl fmt::Debug for RawMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawMutex")
+            .field("locked", &self.is_locked())
+            .finish()
+    }
+}
+
+impl RawMutex {
+    /// An unlocked mutex.
+    pub const fn new() -> RawMutex {
+        RawMutex {
+            word: Futex::new(UNLOCKED),
+        }
+    }
+
+    /// Blocks until this thread holds the lock.
+    #[inline]
+    pub fn lock(&self) {
+        if !self.try_lock() {
+            self.lock_contended(None);
+        }
+    }
+
+    /// Takes the lock if it is free now; returns whether it did.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        self.word
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Blocks until this thread holds the lock or `deadline` passes; returns whether it does.
+    pub fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)))
+    }
+
+    /// Blocks until this thread holds the lock or `timeout` passes; returns whether it does.
+    pub fn try_lock_for(&self, timeout: Duration) -> bool {
+        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)))
+    }
+
+    /// Releases the lock, waking a sleeping waiter if there is one.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the lock (taken with `lock` or a successful `try_lock*`).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        if self
+            .word
+            .compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.unlock_contended();
+        }
+    }
+
+    /// Whether some thread holds the lock now (a snapshot).
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// The slow path of a lock: spin while the holder is likely running and nobody sleeps,
+    /// then sleep until woken, and again, until the lock is taken or `deadline` passes.
+    /// Returns whether this thread holds the lock.
+    #[cold]
+    fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        let bitset = if deadline.is_some() {
+            TIMED_WAITER
+        } else {
+            UNTIMED_WAITER
+        };
+        // Until this thread sleeps, it takes a free lock as LOCKED; after, as CONTENDED, since
+        // others may sleep still and this thread's unlock must wake the next (invariant 1).
+        let mut slept = false;
+        let mut spin = SpinWait::new();
+        loop {
+            let taken_as = if slept { CONTENDED } else { LOCKED };
+            let sleep_on = match self.word.load(Ordering::Relaxed) {
+                UNLOCKED => {
+                    if self.take(UNLOCKED, taken_as) {
+                        return true;
+                    }
+                    continue;
+                }
+                LOCKED if spin.spin() => continue,
+                LOCKED => {
+                    if !self.take(LOCKED, CONTENDED) {
+                        continue;
+                    }
+                    CONTENDED
+                }
+                HANDED if slept => {
+                    if self.take(HANDED, CONTENDED) {
+                        return true;
+                    }
+                    continue;
+                }
+                // CONTENDED, or HANDED to a sleeper (this thread has not slept yet).
+                state => state,
+            };
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
+            if self.word.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
+                return false;
+            }
+            // Woken, or the word changed before the sleep: look again, spinning afresh.
+            slept = true;
+            spin = SpinWait::new();
+        }
+    }
+
+    /// One CAS of the word from `from` to `to`, with acquire ordering on success.
+    #[inline]
+    fn take(&self, from: u32, to: u32) -> bool {
+        self.word
+            .compare_exchange(from, to, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The slow path of an unlock: the word is `CONTENDED` and only this thread writes it
+    /// (invariant 2).
+    #[cold]
+    fn unlock_contended(&self) {
+        let addr = self.word.as_ptr();
+        // The first wake goes through `&self`: the lock is still held, so the word is alive.
+        let hand_off =
+            crate::fairness::hand_off_now() && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1);
+        let next = if hand_off { HANDED } else { UNLOCKED };
+        self.word.store(next, Ordering::Release);
+        // From here another thread may own the lock and free it: wake by address only. After a
+        // hand-off this wakes the woken sleeper again if it went back to sleep too early
+        // (invariant 3); after a release, the sleeper that takes the lock next.
+        let wake = if hand_off { UNTIMED_WAITER } else { ANY_WAITER };
+        let _ = Futex::wake_bitset_at(addr, 1, wake);
+    }
+}
