@@ -141,7 +141,7 @@ note "Reading: a notify with nobody asleep makes no syscall in futexkit; notify_
 section "hackbench (Mutex + two Condvars per queue)" hackbench $quick
 
 section "RwLock and Barrier" rwlock $quick
-note "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/rwlock.rs)."
+note "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/raw/rwlock.rs)."
 
 if [ -n "$quick" ]; then
     section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5

@@ -54,11 +54,11 @@ use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::{Deadline, Error, Futex, Scope};
 
 /// The longest a hand-off waiter ([`Spinner`]) spins before it sleeps.
-pub const MAX_SPIN_NS: u32 = 100_000;
+pub(crate) const MAX_SPIN_NS: u32 = 100_000;
 /// How long a [`SpinWait`] spins before it sleeps: long enough to see a short critical section
 /// end, or a partner answer, on another CPU; short enough that a waiter behind a blocked
 /// holder wastes little.
-pub const SPIN_WAIT_NS: u32 = 4_000;
+pub(crate) const SPIN_WAIT_NS: u32 = 4_000;
 /// Where a new spinner's learned average starts: a budget of 10 us, until its waits say more.
 const INITIAL_LEARNED_NS: u32 = 5_000;
 /// The shortest spin worth starting: a smaller budget means the waiter sleeps at once. (A
@@ -284,7 +284,7 @@ impl Spinner {
     /// just after the spin gave up: the spin most likely kept the partner from running, woken
     /// onto this CPU or waiting for it). Otherwise a sleep within the cap teaches it to spin
     /// longer, one beyond the cap to spin less.
-    pub fn record_sleep(&self, slept: Duration) {
+    pub(crate) fn record_sleep(&self, slept: Duration) {
         self.learn_from_sleep(slept, preempted_since_last_sleep());
     }
 
@@ -304,14 +304,14 @@ impl Spinner {
     /// Tells the spinner that a wait that had to sleep timed out after `waited`. Only a wait
     /// that outlasted the cap teaches anything (to spin less): a shorter one ended at the
     /// caller's deadline, which says nothing about when the partner would have answered.
-    pub fn record_timeout(&self, waited: Duration) {
+    pub(crate) fn record_timeout(&self, waited: Duration) {
         if waited.as_nanos() > u128::from(MAX_SPIN_NS) {
             self.learn(0);
         }
     }
 
     /// The current spin budget in nanoseconds (0 when spinning cannot pay).
-    pub fn budget_ns(&self) -> u32 {
+    pub(crate) fn budget_ns(&self) -> u32 {
         if !spinning_can_pay() {
             return 0;
         }
@@ -325,7 +325,7 @@ impl Spinner {
 
     /// The spin budget for a wait that ends at `deadline`: [`budget_ns`](Spinner::budget_ns),
     /// cut to the time left (0 once it has passed).
-    pub fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
+    pub(crate) fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
         match deadline {
             Some(deadline) => clamp_to_remaining(self.budget_ns(), deadline.remaining()),
             None => self.budget_ns(),
@@ -442,7 +442,7 @@ impl Drop for SpinnerSlot<'_> {
 }
 
 /// How many hand-off waiters may spin on one primitive at once: half the usable CPUs, 1 to 4.
-pub fn max_spinners() -> u32 {
+pub(crate) fn max_spinners() -> u32 {
     (usable_cpus() / 2).clamp(1, 4) as u32
 }
 

@@ -32,7 +32,6 @@
 //! example measures it ("futex wake+wait, one CPU", `docs/benchmarks.md`) so the trade-off is
 //! visible on each machine.
 
-use core::sync::atomic::AtomicU8;
 use std::time::Instant;
 
 use crate::atomic::Ordering;
@@ -66,47 +65,14 @@ impl SwapMode {
     }
 }
 
-const MODE_AUTO: u8 = 0;
-const MODE_KERNEL: u8 = 1;
-const MODE_EMULATED: u8 = 2;
-
-static FORCED_MODE: AtomicU8 = AtomicU8::new(MODE_AUTO);
-
-/// The mode [`swap`] and [`Parker::swap_to`] use now: the forced one ([`force_mode`]), else
-/// Kernel where probed, else Emulated.
+/// The mode [`swap`] and [`Parker::swap_to`] use: Kernel where probed (and not disabled with
+/// `FUTEXKIT_DISABLE=swap`), else Emulated. [`swap_in`] picks one per call.
 pub fn mode() -> SwapMode {
-    match FORCED_MODE.load(core::sync::atomic::Ordering::Relaxed) {
-        MODE_KERNEL => SwapMode::Kernel,
-        MODE_EMULATED => SwapMode::Emulated,
-        _ if SwapMode::Kernel.is_available() => SwapMode::Kernel,
-        _ => SwapMode::Emulated,
+    if SwapMode::Kernel.is_available() {
+        SwapMode::Kernel
+    } else {
+        SwapMode::Emulated
     }
-}
-
-/// Forces a mode process-wide (`None` returns to automatic choice).
-///
-/// ```
-/// use futexkit::swap::{self, SwapMode};
-///
-/// swap::force_mode(Some(SwapMode::Emulated)).unwrap();
-/// assert_eq!(swap::mode(), SwapMode::Emulated);
-/// swap::force_mode(None).unwrap();
-/// ```
-///
-/// # Errors
-///
-/// [`Error::Unsupported`] when forcing [`SwapMode::Kernel`] on a kernel without FUTEX_SWAP.
-pub fn force_mode(mode: Option<SwapMode>) -> Result<(), Error> {
-    let value = match mode {
-        None => MODE_AUTO,
-        Some(SwapMode::Kernel) if !SwapMode::Kernel.is_available() => {
-            return Err(Error::Unsupported)
-        }
-        Some(SwapMode::Kernel) => MODE_KERNEL,
-        Some(SwapMode::Emulated) => MODE_EMULATED,
-    };
-    FORCED_MODE.store(value, core::sync::atomic::Ordering::Relaxed);
-    Ok(())
 }
 
 /// Wakes one waiter of `wake`, then waits on `wait_on` while it holds `expected`, until woken

@@ -86,10 +86,6 @@ fn kernel_mode_is_refused_where_absent() {
             swap::swap_in(SwapMode::Kernel, &w, 1, &w, None),
             Err(Error::Unsupported)
         );
-        assert_eq!(
-            swap::force_mode(Some(SwapMode::Kernel)),
-            Err(Error::Unsupported)
-        );
     }
     assert!(SwapMode::Emulated.is_available());
 }
@@ -192,16 +188,18 @@ fn parker_wakes_a_sleeping_owner() {
 }
 
 #[test]
-fn forced_mode_is_reported() {
-    swap::force_mode(Some(SwapMode::Emulated)).unwrap();
-    assert_eq!(swap::mode(), SwapMode::Emulated);
-    swap::force_mode(None).unwrap();
-    let auto = if SwapMode::Kernel.is_available() {
+fn the_mode_is_kernel_exactly_where_probed() {
+    let expected = if SwapMode::Kernel.is_available() {
         SwapMode::Kernel
     } else {
         SwapMode::Emulated
     };
-    assert_eq!(swap::mode(), auto);
+    assert_eq!(swap::mode(), expected);
+    assert_eq!(
+        SwapMode::available().first(),
+        Some(&expected),
+        "the mode used is the best available"
+    );
 }
 
 #[test]

@@ -354,34 +354,11 @@ impl<S: Scope> Futex<S> {
         self.requeue_inner(Some(expected), n_wake, target, n_requeue)
     }
 
-    /// [`cmp_requeue`](Futex::cmp_requeue) onto a word given by address, which may already
-    /// have been freed (as for [`wake_at`](Futex::wake_at)): the kernel only hashes the target
-    /// address of a private futex. A condition variable uses this to move its waiters onto a
-    /// mutex that a returning waiter may drop at any moment; no waiter lands on a freed word,
-    /// since a waiter still queued keeps its mutex borrowed.
-    ///
-    /// # Errors
-    ///
-    /// As [`cmp_requeue`](Futex::cmp_requeue); [`Error::InvalidArgument`] for a null or
-    /// unaligned `target`; [`Error::Fault`] where a shared target is not mapped.
-    pub fn cmp_requeue_at(
-        &self,
-        expected: u32,
-        n_wake: u32,
-        target: *const Futex<S>,
-        n_requeue: u32,
-    ) -> Result<usize, Error> {
-        if target.is_null() || (target as usize) % core::mem::align_of::<u32>() != 0 {
-            return Err(Error::InvalidArgument);
-        }
-        self.requeue_inner(Some(expected), n_wake, target, n_requeue)
-    }
-
     fn requeue_inner(
         &self,
         expected: Option<u32>,
         n_wake: u32,
-        target: *const Futex<S>,
+        target: &Futex<S>,
         n_requeue: u32,
     ) -> Result<usize, Error> {
         if core::ptr::eq(self, target) {
@@ -393,17 +370,16 @@ impl<S: Scope> Futex<S> {
             Some(expected) => (op::CMP_REQUEUE, expected),
             None => (op::REQUEUE, 0),
         };
-        // SAFETY: this word is a live, aligned AtomicU32 borrowed for the whole call; the
-        // target is non-null and aligned (a reference, or checked by `cmp_requeue_at`), and
-        // the kernel never writes it: it hashes its address (private) or looks up its page
-        // (shared: EFAULT if unmapped).
+        // SAFETY: both words are live, aligned AtomicU32s borrowed for the whole call; the
+        // kernel reads only this one (the compare) and never writes the target: it hashes its
+        // address (private) or looks up its page (shared).
         let result = unsafe {
             sys::futex(
                 self.word.as_ptr(),
                 futex_op | S::KIND.legacy_flag(),
                 n_wake,
                 n_requeue as usize,
-                target.cast::<u32>(),
+                target.word.as_ptr(),
                 val3,
             )
         };
