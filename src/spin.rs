@@ -7,7 +7,7 @@
 //! thread may need. Two kinds of waiter share these rules:
 //!
 //! * **A waiter for a lock** ([`SpinWait`]: the Mutex, the RwLock) spins a fixed, short
-//!   budget, [`SPIN_WAIT_NS`], with exponential backoff between looks (1, 2, 4, ... spin hints:
+//!   budget, `SPIN_WAIT_NS`, with exponential backoff between looks (1, 2, 4, ... spin hints:
 //!   each look pulls the lock's cache line away from the thread about to release it), and only
 //!   while no thread sleeps on the lock (the lock decides that; a thread that spins past
 //!   sleepers takes the lock from them with a CPU they may need). A lock is one 32-bit word,
@@ -17,7 +17,7 @@
 //!   else is runnable, which costs a server's tail latency (`docs/design.md`, "Spinning").
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
-//!   spins about twice what it learned, never more than [`MAX_SPIN_NS`]: a partner that answers
+//!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
 //!   within a sleep's length is caught spinning next time, one that answers slowly (beyond the
 //!   cap) teaches the spinner to sleep at once. The cap has to exceed a wake-up's cost on the
 //!   machine at hand, or two partners that both sleep can never learn that spinning would pay.
@@ -29,7 +29,7 @@
 //!   CPU).
 //!
 //! Neither spins where it cannot pay: on a machine with one usable CPU, and a hand-off waiter
-//! not when [`max_spinners`] threads already spin on the same primitive. There is no limit
+//! not when `max_spinners` threads already spin on the same primitive. There is no limit
 //! across primitives: the pair of threads a hand-off serves may be in one process or in two,
 //! and must fare the same either way.
 //!
@@ -38,7 +38,7 @@
 //! probe, no file, no environment. After that, a lock waiter's spin reads one cached value; a
 //! hand-off waiter reads a clock and its thread's preemption count only around a sleep.
 //!
-//! Under a model checker the bounds shrink to one look ([`MODEL_CHECKED`]), so that models stay
+//! Under a model checker the bounds shrink to one look (the seam's `MODEL_CHECKED`), so that models stay
 //! small; the code around them is the same.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
@@ -74,7 +74,7 @@ struct Machine {
     usable_cpus: usize,
     /// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, at least 1.
     ns_per_hint: u32,
-    /// Spin hints in a [`SpinWait`]'s budget: [`SPIN_WAIT_NS`] of them, 0 where spinning
+    /// Spin hints in a [`SpinWait`]'s budget: `SPIN_WAIT_NS` of them, 0 where spinning
     /// cannot pay (one usable CPU, or a model checker).
     spin_wait_hints: u32,
 }
@@ -111,7 +111,7 @@ fn spinning_can_pay() -> bool {
     usable_cpus() > 1
 }
 
-/// A waiter's spin for a lock: [`SPIN_WAIT_NS`] of spin hints in exponentially growing runs,
+/// A waiter's spin for a lock: `SPIN_WAIT_NS` of spin hints in exponentially growing runs,
 /// or none where spinning cannot pay.
 ///
 /// ```
@@ -189,7 +189,7 @@ impl SpinWait {
 pub struct Spinner {
     /// Moving average of recent wait durations in nanoseconds (0 = spinning does not pay).
     learned_ns: AtomicU32,
-    /// Threads spinning on this spinner now (at most [`max_spinners`]).
+    /// Threads spinning on this spinner now (at most `max_spinners`).
     spinning: AtomicU16,
 }
 
@@ -333,7 +333,7 @@ impl Spinner {
     }
 
     /// The spin itself: `done` after each run of hints (doubling up to
-    /// [`MAX_PAUSES_BETWEEN_LOOKS`]) until it holds or the budget, cut at `deadline`, runs out.
+    /// `MAX_PAUSES_BETWEEN_LOOKS`) until it holds or the budget, cut at `deadline`, runs out.
     #[cold]
     fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
         if MODEL_CHECKED {
@@ -421,7 +421,7 @@ struct SpinnerSlot<'a> {
 }
 
 impl<'a> SpinnerSlot<'a> {
-    /// Takes a place if there is one: at most [`max_spinners`] threads spin on one primitive
+    /// Takes a place if there is one: at most `max_spinners` threads spin on one primitive
     /// (a crowd of spinners takes the CPUs of the thread they wait for).
     fn take(spinner: &'a Spinner) -> Option<SpinnerSlot<'a>> {
         let max_here = max_spinners() as u16;
@@ -462,7 +462,7 @@ fn time_spin_hint() -> u32 {
 
 /// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
 /// with kernel `FUTEX2_SPIN` where probed and enabled (the kernel spins while the owner runs,
-/// then sleeps; it takes one of the spinner places, [`max_spinners`], for the call, and
+/// then sleeps; it takes one of the spinner places, `max_spinners`, for the call, and
 /// without one the thread does not spin), otherwise `spinner`'s bounded spin and then a futex
 /// wait. `Ok(())` once the word changed or a wake arrived (possibly spuriously: re-check).
 ///

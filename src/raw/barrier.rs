@@ -37,8 +37,8 @@ const ARRIVED: u32 = (1 << 30) - 1;
 const SLEEPERS: u32 = 1 << 30;
 const GENERATION: u32 = 1 << 31;
 
-/// A barrier for `parties` threads: one futex word and the party count. See the
-/// [module documentation](self) for the protocol.
+/// A barrier for `parties` threads: one futex word and the party count. Its protocol and state
+/// table are at the top of `src/raw/barrier.rs`.
 ///
 /// ```
 /// use futexkit::raw::RawBarrier;

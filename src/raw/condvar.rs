@@ -41,7 +41,7 @@ use crate::futex::{Deadline, Error, Futex};
 use crate::raw::RawMutex;
 
 /// A condition variable without a guard API: waits release and retake a [`RawMutex`] the caller
-/// holds. See the [module documentation](self) for the protocol.
+/// holds. Its protocol and state table are at the top of `src/raw/condvar.rs`.
 ///
 /// ```
 /// use futexkit::raw::{RawCondvar, RawMutex};

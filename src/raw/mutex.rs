@@ -67,8 +67,8 @@ const TIMED_WAITER: u32 = 0b10;
 /// Wakes either kind of waiter.
 const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
 
-/// The lock without the data: one 32-bit futex word (the [module documentation](self) has its
-/// states). [`Mutex`](crate::sync::Mutex) is this plus a poison flag and the data; with the
+/// The lock without the data: one 32-bit futex word (its state table is at the top of
+/// `src/raw/mutex.rs`). [`Mutex`](crate::sync::Mutex) is this plus a poison flag and the data; with the
 /// `lock_api` feature it implements `lock_api::RawMutex` and `lock_api::RawMutexTimed`.
 ///
 /// ```

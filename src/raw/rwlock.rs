@@ -106,8 +106,8 @@ fn write_lockable(state: u32) -> bool {
     readers(state) == 0 && state & READ_PHASE == 0
 }
 
-/// The lock without the data: one 32-bit futex word (the [module documentation](self) has its
-/// states). [`RwLock`](crate::sync::RwLock) is this plus a poison flag and the data; with the
+/// The lock without the data: one 32-bit futex word (its state table is at the top of
+/// `src/raw/rwlock.rs`). [`RwLock`](crate::sync::RwLock) is this plus a poison flag and the data; with the
 /// `lock_api` feature it implements `lock_api::RawRwLock`, `RawRwLockDowngrade` and `RawRwLockTimed`.
 ///
 /// ```

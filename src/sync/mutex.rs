@@ -116,7 +116,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// # Errors
     ///
-    /// [`TryLockError::WouldBlock`] if another thread holds it; [`TryLockError::Poisoned`] as
+    /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if another thread holds it; [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as
     /// for [`lock`](Mutex::lock).
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock(), || self.guard())

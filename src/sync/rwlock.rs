@@ -133,8 +133,8 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # Errors
     ///
-    /// [`TryLockError::WouldBlock`] if a writer holds the lock or waits for it;
-    /// [`TryLockError::Poisoned`] as for [`read`](RwLock::read).
+    /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if a writer holds the lock or waits for it;
+    /// [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as for [`read`](RwLock::read).
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         poison::try_result(self.raw.try_read(), || self.read_guard())
     }
@@ -172,7 +172,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # Errors
     ///
-    /// [`TryLockError::WouldBlock`] if any thread holds the lock; [`TryLockError::Poisoned`] as
+    /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if any thread holds the lock; [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as
     /// for [`write`](RwLock::write).
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         poison::try_result(self.raw.try_write(), || self.write_guard())
