@@ -44,7 +44,8 @@ pub enum Capability {
 }
 
 impl Capability {
-    /// Every capability, in the order [`Capabilities`] reports them.
+    /// Every capability, in the order [`Capabilities`] reports them. Only a capability listed here
+    /// is probed and reported.
     pub const ALL: [Capability; 10] = [
         Capability::Futex2,
         Capability::Waitv,
@@ -72,13 +73,6 @@ impl Capability {
             Capability::Spin => "spin",
             Capability::RseqSlice => "rseq_slice",
         }
-    }
-
-    fn index(self) -> usize {
-        Capability::ALL
-            .iter()
-            .position(|&c| c == self)
-            .unwrap_or_default()
     }
 }
 
@@ -111,7 +105,9 @@ impl Detection {
 pub struct Capabilities {
     kernel_release: String,
     usable_cpus: usize,
-    detections: Vec<Detection>,
+    /// Each capability of [`Capability::ALL`], in that order, with the detection its own probe
+    /// made; looked up by the capability.
+    detections: Vec<(Capability, Detection)>,
     spin_flag: Option<u32>,
 }
 
@@ -207,7 +203,7 @@ impl Capabilities {
     /// Runs every probe now, with the given overrides.
     pub fn detect_with(overrides: &Overrides) -> Capabilities {
         let (mut detections, spin_flag) = probes::run_all();
-        for (cap, detection) in Capability::ALL.iter().zip(detections.iter_mut()) {
+        for (cap, detection) in &mut detections {
             detection.disabled = overrides.disables(*cap);
         }
         Capabilities {
@@ -225,7 +221,17 @@ impl Capabilities {
 
     /// How `cap` was decided.
     pub fn detection(&self, cap: Capability) -> &Detection {
-        &self.detections[cap.index()]
+        // Every capability of `Capability::ALL` has its entry; one left out of that list was
+        // never probed, and reads as absent rather than as another capability's answer.
+        static NOT_PROBED: Detection = Detection {
+            detected: false,
+            disabled: false,
+            evidence: String::new(),
+        };
+        self.detections
+            .iter()
+            .find(|(c, _)| *c == cap)
+            .map_or(&NOT_PROBED, |(_, detection)| detection)
     }
 
     /// The futex2 flag that means `FUTEX2_SPIN` on this kernel, where it was detected:
@@ -273,13 +279,16 @@ impl fmt::Display for Capabilities {
 mod probes {
     use super::{Capability, Detection};
 
-    pub(super) fn run_all() -> (Vec<Detection>, Option<u32>) {
+    pub(super) fn run_all() -> (Vec<(Capability, Detection)>, Option<u32>) {
         let detections = Capability::ALL
             .iter()
-            .map(|_| Detection {
-                detected: false,
-                disabled: false,
-                evidence: "not probed under a model checker".into(),
+            .map(|&cap| {
+                let detection = Detection {
+                    detected: false,
+                    disabled: false,
+                    evidence: "not probed under a model checker".into(),
+                };
+                (cap, detection)
             })
             .collect();
         (detections, None)
@@ -299,7 +308,7 @@ mod probes {
     use core::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
-    use super::Detection;
+    use super::{Capability, Detection};
     use crate::futex::futex2::{
         FUTEX2_MPOL, FUTEX2_NUMA, FUTEX2_PRIVATE, FUTEX2_SIZE_U32, FUTEX2_SPIN,
         FUTEX2_SPIN_BESIDE_MPOL,
@@ -329,70 +338,106 @@ mod probes {
         }
     }
 
-    /// In `Capability::ALL` order, and the flag SPIN has (if any).
-    pub(super) fn run_all() -> (Vec<Detection>, Option<u32>) {
-        let numa = numa_flag();
-        let flag_08 = futex2_flag_on_mismatch(FUTEX2_MPOL);
-        let flag_10 = futex2_flag_on_mismatch(FUTEX2_SPIN_BESIDE_MPOL);
-        let numa_present = numa == Err(libc::EAGAIN);
-        let flag_08_accepted = flag_08 == Err(libc::EAGAIN);
-        // docs/kernel.md: 0x08 is SPIN only if it is accepted and NUMA is rejected; 0x10, which
-        // mainline rejects, is SPIN wherever it is accepted.
-        let spin_flag = if flag_08_accepted && numa == Err(libc::EINVAL) {
-            Some(FUTEX2_SPIN)
-        } else if flag_10 == Err(libc::EAGAIN) {
-            Some(FUTEX2_SPIN_BESIDE_MPOL)
-        } else {
-            None
-        };
-        let op13 = op13();
-        let swap = swap(op13);
-        let detections = vec![
-            futex2(),
-            waitv(),
-            detection(
-                numa_present,
+    /// The answers that more than one capability is decided from, each asked once.
+    struct Shared {
+        /// `futex_wait` with `FUTEX2_NUMA` (see `numa_flag`).
+        numa: Result<usize, i32>,
+        /// `futex_wait` with flag `0x08`: `FUTEX2_MPOL` or `FUTEX2_SPIN`.
+        flag_08: Result<usize, i32>,
+        /// `futex_wait` with flag `0x10`: `FUTEX2_SPIN` beside `FUTEX2_MPOL`.
+        flag_10: Result<usize, i32>,
+        /// Op 13: `FUTEX_LOCK_PI2` or `FUTEX_SWAP` (see `op13`).
+        op13: Result<usize, i32>,
+        /// The flag that means `FUTEX2_SPIN` on this kernel, if any.
+        spin_flag: Option<u32>,
+    }
+
+    impl Shared {
+        fn ask() -> Shared {
+            let numa = numa_flag();
+            let flag_08 = futex2_flag_on_mismatch(FUTEX2_MPOL);
+            let flag_10 = futex2_flag_on_mismatch(FUTEX2_SPIN_BESIDE_MPOL);
+            // docs/kernel.md: 0x08 is SPIN only if it is accepted and NUMA is rejected; 0x10,
+            // which mainline rejects, is SPIN wherever it is accepted.
+            let spin_flag = if flag_08 == Err(libc::EAGAIN) && numa == Err(libc::EINVAL) {
+                Some(FUTEX2_SPIN)
+            } else if flag_10 == Err(libc::EAGAIN) {
+                Some(FUTEX2_SPIN_BESIDE_MPOL)
+            } else {
+                None
+            };
+            Shared {
+                numa,
+                flag_08,
+                flag_10,
+                op13: op13(),
+                spin_flag,
+            }
+        }
+
+        fn numa_present(&self) -> bool {
+            self.numa == Err(libc::EAGAIN)
+        }
+    }
+
+    /// Each capability of `Capability::ALL`, in that order, with its detection, and the flag
+    /// SPIN has (if any).
+    pub(super) fn run_all() -> (Vec<(Capability, Detection)>, Option<u32>) {
+        let shared = Shared::ask();
+        let detections = Capability::ALL
+            .iter()
+            .map(|&cap| (cap, probe(cap, &shared)))
+            .collect();
+        (detections, shared.spin_flag)
+    }
+
+    /// Decides `cap`: by its own call, or from the shared answers it depends on.
+    fn probe(cap: Capability, shared: &Shared) -> Detection {
+        match cap {
+            Capability::Futex2 => futex2(),
+            Capability::Waitv => waitv(),
+            Capability::Numa => detection(
+                shared.numa_present(),
                 format!(
                     "futex_wait(U32|PRIVATE|NUMA) on {{1, -1}}: {}",
-                    errno_name(numa)
+                    errno_name(shared.numa)
                 ),
             ),
             // docs/kernel.md: 0x08 is MPOL where NUMA exists too (6.16+).
-            detection(
-                flag_08_accepted && numa_present,
+            Capability::Mpol => detection(
+                shared.flag_08 == Err(libc::EAGAIN) && shared.numa_present(),
                 format!(
                     "futex_wait(U32|PRIVATE|0x08): {}; with NUMA {}",
-                    errno_name(flag_08),
-                    if numa_present {
+                    errno_name(shared.flag_08),
+                    if shared.numa_present() {
                         "present: 0x08 is MPOL"
                     } else {
                         "absent: 0x08 is not MPOL"
                     }
                 ),
             ),
-            pi(),
-            detection(
-                op13 == Err(libc::EDEADLK),
+            Capability::Pi => pi(),
+            Capability::LockPi2 => detection(
+                shared.op13 == Err(libc::EDEADLK),
                 format!(
                     "op 13 on own-TID word: {} (EDEADLK means LOCK_PI2)",
-                    errno_name(op13)
+                    errno_name(shared.op13)
                 ),
             ),
-            requeue_pi(),
-            swap,
-            detection(
-                spin_flag.is_some(),
+            Capability::RequeuePi => requeue_pi(),
+            Capability::Swap => swap(shared.op13),
+            Capability::Spin => detection(
+                shared.spin_flag.is_some(),
                 format!(
                     "futex_wait(0x08): {}, NUMA: {} (SPIN at 0x08 needs EAGAIN and EINVAL); \
                      futex_wait(0x10): {} (SPIN at 0x10 needs EAGAIN)",
-                    errno_name(flag_08),
-                    errno_name(numa),
-                    errno_name(flag_10)
+                    errno_name(shared.flag_08),
+                    errno_name(shared.numa),
+                    errno_name(shared.flag_10)
                 ),
             ),
-            rseq_slice(),
-        ];
-        (detections, spin_flag)
+            Capability::RseqSlice => rseq_slice(),
+        }
     }
 
     /// docs/kernel.md: `futex_wake` with nr 0 wakes nobody; ENOSYS before 6.7.
@@ -616,5 +661,65 @@ mod probes {
             r.is_ok(),
             format!("prctl(PR_RSEQ_SLICE_EXTENSION, GET): {}", errno_name(r)),
         )
+    }
+}
+
+#[cfg(all(test, not(model)))]
+mod tests {
+    use super::{probes, Capabilities, Capability, Overrides};
+
+    /// What `cap`'s probe asks the kernel, as its evidence names it (compared without case).
+    fn probed_for(cap: Capability) -> &'static str {
+        match cap {
+            Capability::Futex2 => "futex_wake(nr 0)",
+            Capability::Waitv => "futex_waitv",
+            Capability::Numa => "futex_wait(U32|PRIVATE|NUMA)",
+            Capability::Mpol => "futex_wait(U32|PRIVATE|0x08)",
+            Capability::Pi => "TRYLOCK_PI",
+            Capability::LockPi2 => "LOCK_PI2",
+            Capability::RequeuePi => "CMP_REQUEUE_PI",
+            Capability::Swap => "swap",
+            Capability::Spin => "SPIN",
+            Capability::RseqSlice => "PR_RSEQ_SLICE_EXTENSION",
+        }
+    }
+
+    #[test]
+    fn each_capability_gets_its_own_probe() {
+        let (detections, _) = probes::run_all();
+        let keys: Vec<Capability> = detections.iter().map(|(cap, _)| *cap).collect();
+        assert_eq!(
+            keys,
+            Capability::ALL,
+            "one detection per capability, in ALL order"
+        );
+        for (i, (a, first)) in detections.iter().enumerate() {
+            for (b, second) in &detections[i + 1..] {
+                assert_ne!(
+                    first.evidence, second.evidence,
+                    "{a} and {b} share evidence"
+                );
+            }
+        }
+        let caps = Capabilities::detect_with(&Overrides::default());
+        for probed in Capability::ALL {
+            let wanted = probed_for(probed).to_lowercase();
+            for cap in Capability::ALL {
+                let evidence = &caps.detection(cap).evidence;
+                assert_eq!(
+                    evidence.to_lowercase().contains(&wanted),
+                    cap == probed,
+                    "{cap}'s evidence {evidence:?} and {probed}'s call {wanted:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn detection_is_the_one_made_for_the_capability() {
+        let caps = Capabilities::detect_with(&Overrides::default());
+        for (cap, made) in &caps.detections {
+            assert!(std::ptr::eq(caps.detection(*cap), made), "{cap}");
+        }
     }
 }
