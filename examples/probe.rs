@@ -10,19 +10,17 @@ fn main() {
     println!("usable cpus {}", caps.usable_cpus());
     for cap in Capability::ALL {
         let d = caps.detection(cap);
-        let state = match (d.detected, d.disabled) {
+        let state = match (d.detected(), d.disabled()) {
             (true, false) => "yes",
             (true, true) => "disabled",
             (false, _) => "no",
         };
-        println!("{:<11} {:<8} {}", cap.name(), state, d.evidence);
+        println!("{:<11} {:<8} {}", cap.name(), state, d.evidence());
     }
-    for var in ["FUTEXKIT_DISABLE", "FUTEXKIT_ENABLE"] {
-        if let Ok(list) = std::env::var(var) {
-            let unknown = futexkit::futex::Overrides::unknown_names(&list);
-            if !unknown.is_empty() {
-                println!("{var}: ignored unknown names {unknown:?}");
-            }
-        }
+    if !caps.ignored_names().is_empty() {
+        println!(
+            "FUTEXKIT_DISABLE / FUTEXKIT_ENABLE: ignored unknown names {:?}",
+            caps.ignored_names()
+        );
     }
 }

@@ -22,7 +22,7 @@ fn has(cap: Capability) -> bool {
 /// The kernel has `cap`, whether or not `FUTEXKIT_DISABLE` turned it off: calls made anyway
 /// reach it.
 fn detected(cap: Capability) -> bool {
-    futexkit::capabilities().detection(cap).detected
+    futexkit::capabilities().detection(cap).detected()
 }
 
 #[test]

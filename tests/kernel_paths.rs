@@ -218,7 +218,7 @@ fn owner_wait_spins_in_the_kernel() {
     assert!(
         caps.has(Capability::Spin),
         "FUTEX2_SPIN detected but not in use (FUTEXKIT_ENABLE=spin missing?): {}",
-        caps.detection(Capability::Spin).evidence
+        caps.detection(Capability::Spin).evidence()
     );
 
     // An owner that runs (spins in user space) and lets go: the waiter, inside a FUTEX2_SPIN

@@ -6,7 +6,7 @@ use futexkit_support::blocked;
 use std::sync::atomic::Ordering;
 
 use futexkit::futex::futex2::{FUTEX2_SPIN, FUTEX2_SPIN_BESIDE_MPOL};
-use futexkit::futex::{Capabilities, Futex, Overrides, Private};
+use futexkit::futex::{Capabilities, Futex, Private};
 use futexkit::Capability;
 
 #[test]
@@ -14,7 +14,7 @@ fn results_are_consistent_with_the_kernel_version() {
     let caps = futexkit::capabilities();
     let version = blocked::kernel_version();
     assert!(caps.usable_cpus() >= 1);
-    let detected = |c| caps.detection(c).detected;
+    let detected = |c| caps.detection(c).detected();
     // op 13 is either LOCK_PI2 or SWAP, never both.
     assert!(!(detected(Capability::LockPi2) && detected(Capability::Swap)));
     // 0x08 is either MPOL (with NUMA) or SPIN (without), never both; beside MPOL, SPIN is 0x10.
@@ -69,28 +69,6 @@ fn probing_twice_gives_the_same_answer_and_holds_no_lock() {
     }
 }
 
-#[test]
-fn overrides_force_capabilities_off() {
-    let overrides = Overrides::parse("swap, futex2,bogus", "");
-    let caps = Capabilities::detect_with(&overrides);
-    assert!(!caps.has(Capability::Swap));
-    assert!(!caps.has(Capability::Futex2));
-    assert!(caps.detection(Capability::Futex2).disabled);
-    // Flags of futex2 go with it.
-    assert!(!caps.has(Capability::Numa) && !caps.has(Capability::Mpol));
-    assert_eq!(
-        Overrides::unknown_names("swap, futex2,bogus"),
-        vec!["bogus".to_owned()]
-    );
-
-    let none = Capabilities::detect_with(&Overrides::parse("all", ""));
-    assert!(Capability::ALL.iter().all(|&c| !none.has(c)));
-
-    let spin_opt_in = Capabilities::detect_with(&Overrides::parse("", "spin"));
-    let spin = spin_opt_in.detection(Capability::Spin);
-    assert_eq!(spin_opt_in.has(Capability::Spin), spin.detected);
-}
-
 /// `scripts/kernel-matrix.sh` boots Debian kernels whose features are known from their
 /// version and names them in `FUTEXKIT_TEST_EXPECT_CAPS` (`+futex2 -swap ...`, the words of
 /// `Capabilities`' Display): probing must find exactly that, absent features included. Unset
@@ -113,11 +91,11 @@ fn detects_what_the_matrix_kernel_has() {
             .unwrap_or_else(|| panic!("unknown capability {name:?}"));
         let detection = caps.detection(cap);
         assert_eq!(
-            detection.detected,
+            detection.detected(),
             want,
             "{name} on kernel {}: {}",
             caps.kernel_release(),
-            detection.evidence
+            detection.evidence()
         );
     }
 }
@@ -133,7 +111,7 @@ fn environment_override_is_honoured() {
                 .find(|c| c.name() == name)
                 .unwrap();
             assert!(!caps.has(cap), "{name} should be disabled");
-            assert!(caps.detection(cap).disabled);
+            assert!(caps.detection(cap).disabled());
         }
         return;
     }

@@ -55,7 +55,7 @@ use core::ops::Deref;
 
 pub use deadline::{Clock, Deadline};
 pub use error::Error;
-pub use probe::{capabilities, Capabilities, Capability, Detection, Overrides};
+pub use probe::{capabilities, Capabilities, Capability, Detection};
 
 use crate::atomic::AtomicU32;
 

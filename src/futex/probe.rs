@@ -85,15 +85,27 @@ impl fmt::Display for Capability {
 /// How one capability was decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detection {
-    /// What the kernel answered says the feature is there.
-    pub detected: bool,
-    /// `FUTEXKIT_DISABLE` named it (or, for spin, `FUTEXKIT_ENABLE` did not).
-    pub disabled: bool,
-    /// The call made and what it answered.
-    pub evidence: String,
+    detected: bool,
+    disabled: bool,
+    evidence: String,
 }
 
 impl Detection {
+    /// What the kernel answered says the feature is there.
+    pub fn detected(&self) -> bool {
+        self.detected
+    }
+
+    /// `FUTEXKIT_DISABLE` named it (or, for spin, `FUTEXKIT_ENABLE` did not).
+    pub fn disabled(&self) -> bool {
+        self.disabled
+    }
+
+    /// The call made and what it answered.
+    pub fn evidence(&self) -> &str {
+        &self.evidence
+    }
+
     /// Detected and not disabled: futexkit will use it.
     pub fn available(&self) -> bool {
         self.detected && !self.disabled
@@ -109,39 +121,36 @@ pub struct Capabilities {
     /// made; looked up by the capability.
     detections: Vec<(Capability, Detection)>,
     spin_flag: Option<u32>,
+    ignored_names: Vec<String>,
 }
 
-/// Which capabilities the user forced off or opted in to.
+/// Which capabilities the user forced off or opted in to, and the names that meant nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     disabled: Vec<Capability>,
     enabled: Vec<Capability>,
+    ignored_names: Vec<String>,
 }
 
 impl Overrides {
     /// Parses `FUTEXKIT_DISABLE` and `FUTEXKIT_ENABLE` style lists: names separated by commas
-    /// or spaces, `all` for every capability. Unknown names are ignored (and listed by
-    /// [`Overrides::unknown_names`]).
-    pub fn parse(disable: &str, enable: &str) -> Overrides {
+    /// or spaces, `all` for every capability. Unknown names are ignored, and kept to be
+    /// reported ([`Capabilities::ignored_names`]).
+    pub(crate) fn parse(disable: &str, enable: &str) -> Overrides {
+        let mut ignored_names = unknown_names(disable);
+        ignored_names.extend(unknown_names(enable));
         Overrides {
             disabled: parse_list(disable),
             enabled: parse_list(enable),
+            ignored_names,
         }
     }
 
     /// The overrides in this process's environment.
-    pub fn from_env() -> Overrides {
+    fn from_env() -> Overrides {
         let disable = std::env::var("FUTEXKIT_DISABLE").unwrap_or_default();
         let enable = std::env::var("FUTEXKIT_ENABLE").unwrap_or_default();
         Overrides::parse(&disable, &enable)
-    }
-
-    /// Names in `list` that are neither a capability nor `all`.
-    pub fn unknown_names(list: &str) -> Vec<String> {
-        split_list(list)
-            .filter(|name| *name != "all" && !Capability::ALL.iter().any(|c| c.name() == *name))
-            .map(str::to_owned)
-            .collect()
     }
 
     fn disables(&self, cap: Capability) -> bool {
@@ -156,6 +165,14 @@ impl Overrides {
         let opt_in_missing = cap == Capability::Spin && !self.enabled.contains(&cap);
         base_disabled || opt_in_missing || self.disabled.contains(&cap)
     }
+}
+
+/// Names in `list` that are neither a capability nor `all`.
+fn unknown_names(list: &str) -> Vec<String> {
+    split_list(list)
+        .filter(|name| *name != "all" && !Capability::ALL.iter().any(|c| c.name() == *name))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn split_list(list: &str) -> impl Iterator<Item = &str> {
@@ -201,7 +218,7 @@ impl Capabilities {
     }
 
     /// Runs every probe now, with the given overrides.
-    pub fn detect_with(overrides: &Overrides) -> Capabilities {
+    pub(crate) fn detect_with(overrides: &Overrides) -> Capabilities {
         let (mut detections, spin_flag) = probes::run_all();
         for (cap, detection) in &mut detections {
             detection.disabled = overrides.disables(*cap);
@@ -211,7 +228,14 @@ impl Capabilities {
             usable_cpus: probes::usable_cpus(),
             detections,
             spin_flag,
+            ignored_names: overrides.ignored_names.clone(),
         }
+    }
+
+    /// Names in `FUTEXKIT_DISABLE` or `FUTEXKIT_ENABLE` that are no capability (nor `all`), and
+    /// so were ignored: a typo there would otherwise go unnoticed.
+    pub fn ignored_names(&self) -> &[String] {
+        &self.ignored_names
     }
 
     /// Whether futexkit will use `cap`: detected, and not disabled.
@@ -275,35 +299,6 @@ impl fmt::Display for Capabilities {
     }
 }
 
-#[cfg(model)]
-mod probes {
-    use super::{Capability, Detection};
-
-    pub(super) fn run_all() -> (Vec<(Capability, Detection)>, Option<u32>) {
-        let detections = Capability::ALL
-            .iter()
-            .map(|&cap| {
-                let detection = Detection {
-                    detected: false,
-                    disabled: false,
-                    evidence: "not probed under a model checker".into(),
-                };
-                (cap, detection)
-            })
-            .collect();
-        (detections, None)
-    }
-
-    pub(super) fn kernel_release() -> String {
-        "model".into()
-    }
-
-    pub(super) fn usable_cpus() -> usize {
-        2
-    }
-}
-
-#[cfg(not(model))]
 mod probes {
     use core::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
@@ -664,7 +659,7 @@ mod probes {
     }
 }
 
-#[cfg(all(test, not(model)))]
+#[cfg(test)]
 mod tests {
     use super::{probes, Capabilities, Capability, Overrides};
 
@@ -721,5 +716,28 @@ mod tests {
         for (cap, made) in &caps.detections {
             assert!(std::ptr::eq(caps.detection(*cap), made), "{cap}");
         }
+    }
+
+    #[test]
+    fn overrides_force_capabilities_off() {
+        let overrides = Overrides::parse("swap, futex2,bogus", "");
+        let caps = Capabilities::detect_with(&overrides);
+        assert!(!caps.has(Capability::Swap));
+        assert!(!caps.has(Capability::Futex2));
+        assert!(caps.detection(Capability::Futex2).disabled());
+        // Flags of futex2 go with it.
+        assert!(!caps.has(Capability::Numa) && !caps.has(Capability::Mpol));
+        assert_eq!(caps.ignored_names(), ["bogus".to_owned()]);
+
+        let none = Capabilities::detect_with(&Overrides::parse("all", ""));
+        assert!(Capability::ALL.iter().all(|&c| !none.has(c)));
+        assert!(none.ignored_names().is_empty());
+
+        let spin_opt_in = Capabilities::detect_with(&Overrides::parse("", "spin"));
+        let spin = spin_opt_in.detection(Capability::Spin);
+        assert_eq!(spin_opt_in.has(Capability::Spin), spin.detected());
+        // Without the opt-in, a detected SPIN stays unused.
+        let no_opt_in = Capabilities::detect_with(&Overrides::parse("", ""));
+        assert!(!no_opt_in.has(Capability::Spin));
     }
 }
