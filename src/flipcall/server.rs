@@ -15,19 +15,25 @@
 //!           plus adopted-to-be, at most MAX_CHANNELS), a shutdown handle per channel, and
 //!           `shut_down` (no attach once set)
 //! cursor    where the next round-robin scan starts: the channel after the last one served
+//! per channel, `state_seen`: its state word as the server's last look found it, the client's
+//!           turn; what a sleep marks and waits on
 //! ```
 //!
-//! Only the server thread changes the channel list and the cursor; handles only add to the
-//! registry, under its lock, and then bump `control`.
+//! Only the server thread changes the channel list, the cursor and `state_seen`; handles only
+//! add to the registry, under its lock, and then bump `control`.
 //!
 //! ## Waiting on all channels
 //!
-//! With nothing to do, the server spins a learned while, then marks every waiting channel's
-//! state word `SLEEPING` (the mark its client's hand-over looks for before it wakes the peer)
-//! and sleeps in one `futex_waitv` on all of those words and on `control`: a call, a shutdown
-//! or an attach wakes it, and a word that changed before the sleep makes the call return at
-//! once. Marks outlive the sleep: a client whose channel was marked pays one wake on its next
-//! call (the reply clears the mark), and a busy server, which never sleeps, marks nothing.
+//! The server waits through the endpoint's wait steps (see the `endpoint` module), on many
+//! words instead of one. Each scan `look`s at every waiting channel: a call is taken, an ending
+//! closes the channel, and a word that still holds the client's turn is kept as `state_seen`.
+//! With nothing to do, the server spins a learned while (polling `peer_holds_turn`), then
+//! `mark_sleeping`s every waiting channel's word (the mark its client's hand-over looks for
+//! before it wakes the peer) and sleeps in one `futex_waitv` on all of those words and on
+//! `control`: a call, a shutdown or an attach wakes it, and a word that changed since the scan
+//! makes the mark fail or the call return at once, and the server looks again. Marks outlive
+//! the sleep: a client whose channel was marked pays one wake on its next call (the reply
+//! clears the mark), and a busy server, which never sleeps, marks nothing.
 //!
 //! `futex_waitv` takes 128 words: with [`MAX_CHANNELS`] attached there is no room for
 //! `control`, and none needed, since an attach is refused then and a shutdown also shuts every
@@ -56,7 +62,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::endpoint::{Endpoint, ShutdownHandle, PEER_CHECK_INTERVAL};
+use super::endpoint::{Endpoint, Look, PeerTurn, ShutdownHandle, PEER_CHECK_INTERVAL};
 use super::error::Error;
 use crate::atomic::Ordering;
 use crate::futex::futex2::{self, WaitvEntry};
@@ -138,6 +144,10 @@ struct Channel<S: Scope> {
     idle_timeout: Option<Duration>,
     /// When the channel last became the client's (attached, or a reply sent).
     idle_since: Instant,
+    /// The state word as the last look at it found it, the client's turn: what a sleep marks
+    /// and waits on. Every scan that finds nothing to do looks at every waiting channel first;
+    /// a word that moved since makes the mark fail or the sleep return at once.
+    state_seen: PeerTurn,
 }
 
 impl<S: Scope> Channel<S> {
@@ -193,10 +203,13 @@ impl<S: Scope> Control<S> {
             // is never turned away for want of one.
             registry.count += 1;
         }
-        if let Err(err) = endpoint.start_serving() {
-            self.registry().count -= 1;
-            return Err(err);
-        }
+        let state_seen = match endpoint.start_serving() {
+            Ok(state_seen) => state_seen,
+            Err(err) => {
+                self.registry().count -= 1;
+                return Err(err);
+            }
+        };
         let mut registry = self.registry();
         // Checked again: the lock was let go while the endpoint started.
         if registry.shut_down {
@@ -210,6 +223,7 @@ impl<S: Scope> Control<S> {
             endpoint,
             idle_timeout,
             idle_since: Instant::now(),
+            state_seen,
         })
     }
 
@@ -547,9 +561,9 @@ impl<S: Scope> Server<S> {
             if entry.endpoint.holds_turn() {
                 continue;
             }
-            match entry.endpoint.poll_turn() {
-                Ok(None) => {}
-                Ok(Some(len)) => {
+            match entry.endpoint.look() {
+                Ok(Look::Pending(state_seen)) => entry.state_seen = state_seen,
+                Ok(Look::Taken(len)) => {
                     self.cursor = (index + 1) % n;
                     return Some(Event::Call {
                         channel: entry.id,
@@ -652,33 +666,25 @@ impl<S: Scope> Server<S> {
         }
     }
 
-    fn sleep_waitv(&mut self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
-        // Mark every waiting channel first (a mark needs `&mut`), then sleep on what was seen:
-        // a word that moved since makes the wait return at once.
-        let mut expected = Vec::with_capacity(self.channels.len());
-        for entry in &mut self.channels {
+    fn sleep_waitv(&self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
+        let mut entries: Vec<WaitvEntry<'_>> = Vec::with_capacity(self.channels.len() + 1);
+        for entry in &self.channels {
             if entry.endpoint.holds_turn() {
                 continue;
             }
-            match entry.endpoint.prepare_sleep() {
-                Some(value) => expected.push(value),
-                None => return Ok(()),
-            }
+            // A word that moved since the scan: the caller looks again.
+            let Some(asleep) = entry.endpoint.mark_sleeping(entry.state_seen) else {
+                return Ok(());
+            };
+            entries.push(WaitvEntry::new(entry.endpoint.state_futex(), asleep));
         }
-        let mut entries: Vec<WaitvEntry<'_>> = self
-            .channels
-            .iter()
-            .filter(|entry| !entry.endpoint.holds_turn())
-            .zip(&expected)
-            .map(|(entry, &value)| WaitvEntry::new(entry.endpoint.state_futex(), value))
-            .collect();
         if entries.len() < MAX_CHANNELS {
             entries.push(WaitvEntry::new(&self.control.word, self.control_seen));
         }
         futex2::waitv(&entries, wake_by.map(Deadline::at)).map(drop)
     }
 
-    fn sleep_polling(&mut self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
+    fn sleep_polling(&self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
         let n = self.channels.len();
         // The channel served last (just before the cursor), else the first waiting one.
         let watched = (0..n)
@@ -692,11 +698,12 @@ impl<S: Scope> Server<S> {
         };
         let slice = Instant::now() + POLL_INTERVAL;
         let wake_by = wake_by.map_or(slice, |wake_by| wake_by.min(slice));
-        let endpoint = &mut self.channels[index].endpoint;
-        match endpoint.prepare_sleep() {
-            Some(value) => endpoint
+        let entry = &self.channels[index];
+        match entry.endpoint.mark_sleeping(entry.state_seen) {
+            Some(asleep) => entry
+                .endpoint
                 .state_futex()
-                .wait(value, Some(Deadline::at(wake_by))),
+                .wait(asleep, Some(Deadline::at(wake_by))),
             None => Ok(()),
         }
     }
