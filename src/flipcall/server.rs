@@ -8,19 +8,26 @@
 //!
 //! ```text
 //! control   a private futex word, shared with every ServerHandle
-//!   bit 31      SHUTDOWN  set once, by ServerHandle::shutdown or by dropping the Server
-//!   bits 0-30   sequence  bumped by each attach through a handle, to wake the server
+//!   bit 31      SHUTDOWN  the server's one record of shutdown: set once, never cleared, by
+//!                         ServerHandle::shutdown or by dropping the Server, under the registry
+//!                         lock and after every registered channel was shut down. So a check
+//!                         under that lock is exact (no attach once set), and whoever sees the
+//!                         bit finds every channel shut down. next_event returns Shutdown once
+//!                         it sees the bit.
+//!   bits 0-30   sequence  bumped (wrapping, SHUTDOWN kept) by each attach through a handle,
+//!                         after its channel is in the registry, to wake the server
 //! registry  behind a Mutex, shared with every ServerHandle: the channels attached through
 //!           handles and not yet adopted by the server thread, the number of channels (attached
-//!           plus adopted-to-be, at most MAX_CHANNELS), a shutdown handle per channel, and
-//!           `shut_down` (no attach once set)
+//!           plus adopted-to-be, at most MAX_CHANNELS), and a shutdown handle per channel; empty,
+//!           with a count of 0, from the moment SHUTDOWN is set
 //! cursor    where the next round-robin scan starts: the channel after the last one served
 //! per channel, `state_seen`: its state word as the server's last look found it, the client's
 //!           turn; what a sleep marks and waits on
 //! ```
 //!
 //! Only the server thread changes the channel list, the cursor and `state_seen`; handles only
-//! add to the registry, under its lock, and then bump `control`.
+//! add to the registry, under its lock, and then bump `control`; a shutdown empties the
+//! registry and sets `SHUTDOWN` under that lock.
 //!
 //! ## Waiting on all channels
 //!
@@ -164,7 +171,6 @@ struct Registry<S: Scope> {
     count: usize,
     next_id: u64,
     shutdown_handles: Vec<(ChannelId, ShutdownHandle)>,
-    shut_down: bool,
 }
 
 /// What a server shares with its handles.
@@ -182,6 +188,12 @@ impl<S: Scope> Control<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether the server was shut down; exact under the registry lock, under which the bit is
+    /// set.
+    fn is_shut_down(&self) -> bool {
+        self.word.load(Ordering::Acquire) & SHUTDOWN != 0
+    }
+
     /// Registers `endpoint` (a server endpoint not yet started) as a new channel: takes a
     /// place among the [`MAX_CHANNELS`], starts serving on it, then names it. On an error the
     /// endpoint is dropped, which shuts its channel down.
@@ -193,7 +205,7 @@ impl<S: Scope> Control<S> {
         let shutdown = endpoint.shutdown_handle();
         {
             let mut registry = self.registry();
-            if registry.shut_down {
+            if self.is_shut_down() {
                 return Err(Error::Shutdown);
             }
             if registry.count >= MAX_CHANNELS {
@@ -212,7 +224,7 @@ impl<S: Scope> Control<S> {
         };
         let mut registry = self.registry();
         // Checked again: the lock was let go while the endpoint started.
-        if registry.shut_down {
+        if self.is_shut_down() {
             return Err(Error::Shutdown);
         }
         let id = ChannelId(registry.next_id);
@@ -229,29 +241,32 @@ impl<S: Scope> Control<S> {
 
     fn unregister(&self, id: ChannelId) {
         let mut registry = self.registry();
-        if !registry.shut_down {
+        // After a shutdown the count is 0 and the handles are gone.
+        if !self.is_shut_down() {
             registry.count -= 1;
             registry.shutdown_handles.retain(|(other, _)| *other != id);
         }
     }
 
+    /// Shuts every registered channel down, then sets `SHUTDOWN`, all under the registry lock:
+    /// a registration either sees the bit or is in the registry already, and whoever sees the
+    /// bit finds every channel shut down.
     fn shut_down(&self) {
-        let (pending, handles) = {
+        let (first, pending, handles) = {
             let mut registry = self.registry();
-            registry.shut_down = true;
+            let pending = core::mem::take(&mut registry.pending);
+            let handles = core::mem::take(&mut registry.shutdown_handles);
             registry.count = 0;
-            (
-                core::mem::take(&mut registry.pending),
-                core::mem::take(&mut registry.shutdown_handles),
-            )
+            for (_, handle) in &handles {
+                handle.shutdown();
+            }
+            let first = self.word.fetch_or(SHUTDOWN, Ordering::AcqRel) & SHUTDOWN == 0;
+            (first, pending, handles)
         };
-        for (_, handle) in &handles {
-            handle.shutdown();
-        }
-        // Dropping the endpoints nobody adopted shuts their channels down too, and dropping
-        // the handles lets the windows go once their endpoints have.
+        // Dropping the endpoints nobody adopted and the handles lets the windows go once their
+        // endpoints have.
         drop((pending, handles));
-        if self.word.fetch_or(SHUTDOWN, Ordering::AcqRel) & SHUTDOWN == 0 {
+        if first {
             let _ = self.word.wake(u32::MAX);
         }
     }
@@ -347,7 +362,6 @@ impl<S: Scope> Server<S> {
                     count: 0,
                     next_id: 0,
                     shutdown_handles: Vec::new(),
-                    shut_down: false,
                 }),
             }),
             control_seen: 0,
@@ -798,7 +812,7 @@ impl<S: Scope> ServerHandle<S> {
         let id = channel.id;
         {
             let mut registry = self.control.registry();
-            if registry.shut_down {
+            if self.control.is_shut_down() {
                 // Shut down since it was registered: dropping the channel shuts it down.
                 return Err(Error::Shutdown);
             }
@@ -821,7 +835,7 @@ impl<S: Scope> ServerHandle<S> {
 
     /// Whether the server was shut down (or dropped).
     pub fn is_shutdown(&self) -> bool {
-        self.control.word.load(Ordering::Acquire) & SHUTDOWN != 0
+        self.control.is_shut_down()
     }
 }
 
