@@ -218,7 +218,11 @@ impl<S: Scope> Control<S> {
         let state_seen = match endpoint.start_serving() {
             Ok(state_seen) => state_seen,
             Err(err) => {
-                self.registry().count -= 1;
+                let mut registry = self.registry();
+                // A shutdown since the place was taken has zeroed the count already.
+                if !self.is_shut_down() {
+                    registry.count -= 1;
+                }
                 return Err(err);
             }
         };
