@@ -19,11 +19,35 @@
 //!   sleep are one call, otherwise a wake, a learned spin ([`crate::spin`]) and a sleep, which is
 //!   the emulated swap. While both sides run, a round trip makes no syscall.
 //! * Waiting: spin while the peer is likely to answer soon, then set `SLEEPING` with a
-//!   compare-exchange and futex-wait on that exact value. Acquire on the load that sees the turn
-//!   come back makes the peer's data visible.
+//!   compare-exchange and futex-wait on that exact value (the steps below). Acquire on the load
+//!   that sees the turn come back makes the peer's data visible.
 //! * Only the holder changes the turn; the waiter only adds `SLEEPING`; anyone adds `SHUTDOWN`
 //!   (with `fetch_or`, then a wake of all). So a waiter that finds the turn moved elsewhere, or a
 //!   holder that finds it gone, is looking at a lying peer: [`Violation`].
+//!
+//! ## Waiting: one set of steps
+//!
+//! Both the blocking calls and the many-channel `Server` wait through the same steps, so a
+//! word is classified, and `SLEEPING` is written, in one place each:
+//!
+//! * `peer_holds_turn`: one relaxed load, classified; what a spin polls. It takes nothing.
+//! * `look`: one acquiring load, classified: the turn came back (taken, with the length of its
+//!   message, even if the channel was shut down after the hand-over), the peer still holds it
+//!   (a `PeerTurn`, the word as seen), the channel is shut down, or the word breaks the
+//!   protocol. The turn a waiter waits out is `NEW` before the first hand-over (a connecting
+//!   client), the peer's afterwards.
+//! * `mark_sleeping`: adds `SLEEPING` to a `PeerTurn` with a compare-exchange and returns the
+//!   value to sleep on, or nothing if the word moved since (look again). The kernel swap marks
+//!   through it too, with the word its own hand-over wrote.
+//! * `sleep`: one futex wait on that value, cut to a peer-check slice when the peer is another
+//!   process; at the end of a slice, the deadline and the peer's life are checked.
+//!
+//! `wait_for_turn` spins, then loops: look, check the deadline (from the second look on, so
+//! that an expired deadline still gets one look), mark, sleep. A mark that keeps failing faces
+//! a peer rewriting the word: every `MAX_STATE_CHANGES_WHILE_HOLDING` failures the waiter
+//! checks the peer's life and yields. The `Server` looks at each of its channels in turn,
+//! marks every waiting one with the word its look found, and sleeps on all those words at once
+//! with `futex_waitv`.
 //!
 //! ## Peer death
 //!
@@ -145,6 +169,22 @@ impl Seen {
         }
     }
 }
+
+/// What one [`look`](Endpoint::look) at the state word found, for a side waiting for the turn.
+pub(crate) enum Look {
+    /// The turn came back and this side took it: the length of the message that came with it.
+    Taken(usize),
+    /// The peer still holds the turn.
+    Pending(PeerTurn),
+}
+
+/// A state word that holds the peer's turn, as a look found it (or as this side's own
+/// hand-over wrote it): what [`mark_sleeping`](Endpoint::mark_sleeping) marks and a waiter
+/// sleeps on. Whether a word is the peer's turn depends on its value alone, so a `PeerTurn`
+/// never goes wrong with age: once the word has moved, the mark fails or the sleep returns at
+/// once.
+#[derive(Clone, Copy)]
+pub(crate) struct PeerTurn(u32);
 
 /// One side of a FlipCall channel.
 ///
@@ -409,7 +449,7 @@ impl<S: Scope> Endpoint<S> {
         if self.role != Role::Client || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
         }
-        self.wait_for_turn(NEW, deadline).map(drop)
+        self.wait_for_turn(deadline).map(drop)
     }
 
     /// Server: announces it is ready and waits for the first call; returns its length.
@@ -527,7 +567,7 @@ impl<S: Scope> Endpoint<S> {
         if self.phase != Phase::Waiting {
             return Err(Error::WrongTurn);
         }
-        self.wait_for_turn(self.role.peer_turn(), deadline)
+        self.wait_for_turn(deadline)
     }
 
     fn store_len(&mut self, len: usize) -> Result<(), Error> {
@@ -553,15 +593,14 @@ impl<S: Scope> Endpoint<S> {
         deadline: Option<Deadline>,
     ) -> Result<usize, Error> {
         let peer_slept = self.hand_over(from)?;
-        let pending = self.role.peer_turn();
         if peer_slept {
             if swap::mode() == SwapMode::Kernel {
-                self.swap_to_peer(pending, deadline)?;
+                self.swap_to_peer(deadline)?;
             } else {
                 self.wake_peer();
             }
         }
-        self.wait_for_turn(pending, deadline)
+        self.wait_for_turn(deadline)
     }
 
     /// Moves the turn from `from` (this side's) to the peer; returns whether the peer slept.
@@ -590,7 +629,7 @@ impl<S: Scope> Endpoint<S> {
     }
 
     /// The window's state word as a futex of this endpoint's scope.
-    fn futex(&self) -> &Futex<S> {
+    pub(crate) fn state_futex(&self) -> &Futex<S> {
         Futex::from_atomic(&self.region.header().state)
     }
 
@@ -603,18 +642,14 @@ impl<S: Scope> Endpoint<S> {
     /// `wait_for_turn` looks at the word next. Should the call fail before its wake half, the
     /// peer is woken the ordinary way.
     #[cold]
-    fn swap_to_peer(&mut self, pending: u32, deadline: Option<Deadline>) -> Result<(), Error> {
-        let state = &self.region.header().state;
-        let asleep = pending | SLEEPING;
-        if state
-            .compare_exchange(pending, asleep, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
+    fn swap_to_peer(&mut self, deadline: Option<Deadline>) -> Result<(), Error> {
+        // The hand-over just stored the peer's turn, without `SLEEPING`: a word the peer holds.
+        let Some(asleep) = self.mark_sleeping(PeerTurn(self.role.peer_turn())) else {
             self.wake_peer();
             return Ok(());
-        }
+        };
         let slice = self.slice_deadline(deadline);
-        let futex = self.futex();
+        let futex = self.state_futex();
         match swap::swap_in(SwapMode::Kernel, futex, asleep, futex, slice) {
             Ok(()) | Err(crate::futex::Error::ValueChanged) => Ok(()),
             Err(crate::futex::Error::TimedOut) => self.check_peer(),
@@ -627,55 +662,38 @@ impl<S: Scope> Endpoint<S> {
 
     #[cold]
     fn wake_peer(&self) {
-        let _ = self.futex().wake(1);
+        let _ = self.state_futex().wake(1);
     }
 
-    /// Waits until the turn is this side's, while the peer holds `pending`; returns the length
-    /// that came with it.
-    fn wait_for_turn(&mut self, pending: u32, deadline: Option<Deadline>) -> Result<usize, Error> {
+    /// Waits until the turn is this side's; returns the length that came with it. The loop
+    /// over the wait steps: spin while the peer is likely to answer soon, then look, mark
+    /// `SLEEPING`, sleep, until a look takes the turn or ends the wait.
+    fn wait_for_turn(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
         #[cfg(not(model))]
         if self.peer.died() {
             return Err(Error::PeerDied);
         }
-        let mine = self.role.turn();
-        let region = &self.region;
-        self.spinner.spin_until_before(deadline, || {
-            let current = region.header().state.load(Ordering::Relaxed);
-            !matches!(classify(current & !SLEEPING, mine, pending), Seen::Pending)
-        });
+        self.spinner
+            .spin_until_before(deadline, || !self.peer_holds_turn());
         let mut slept_since: Option<Instant> = None;
-        let mut first = true;
+        let mut first_look = true;
         let mut lost_races = 0u32;
         loop {
-            let state = &self.region.header().state;
-            let current = state.load(Ordering::Acquire);
-            match classify(current & !SLEEPING, mine, pending) {
-                Seen::Mine => {
+            let seen = match self.look()? {
+                Look::Taken(len) => {
                     if let Some(start) = slept_since {
                         self.spinner.record_sleep(start.elapsed());
                     }
-                    self.phase = Phase::Holding;
-                    return self.received_len();
+                    return Ok(len);
                 }
-                Seen::Pending => {}
-                Seen::Shutdown => return Err(Error::Shutdown),
-                seen => return Err(seen.violation(current).into()),
-            }
+                Look::Pending(seen) => seen,
+            };
             // A peer that keeps rewriting the word must not keep us here past the deadline.
-            if !first && deadline.is_some_and(|d| d.has_passed()) {
+            if !first_look && deadline.is_some_and(|d| d.has_passed()) {
                 return Err(Error::TimedOut);
             }
-            first = false;
-            if current & SLEEPING == 0
-                && state
-                    .compare_exchange(
-                        current,
-                        current | SLEEPING,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_err()
-            {
+            first_look = false;
+            let Some(asleep) = self.mark_sleeping(seen) else {
                 // Only a peer rewriting the word makes this fail again and again: let it not
                 // keep us from noticing its death, nor from sharing the CPU.
                 lost_races = lost_races.wrapping_add(1);
@@ -684,7 +702,7 @@ impl<S: Scope> Endpoint<S> {
                     crate::thread::yield_now();
                 }
                 continue;
-            }
+            };
             if slept_since.is_none() {
                 slept_since = Some(Instant::now());
                 // Open the peer's pidfd before the first sleep, not at the first check, to
@@ -694,26 +712,99 @@ impl<S: Scope> Endpoint<S> {
                     self.peer.watch(self.region.header());
                 }
             }
-            let slice = self.slice_deadline(deadline);
-            match self.futex().wait(current | SLEEPING, slice) {
-                Ok(()) | Err(crate::futex::Error::ValueChanged) => {}
-                Err(crate::futex::Error::TimedOut) => {
-                    if deadline.is_some_and(|d| d.has_passed()) {
-                        return Err(Error::TimedOut);
-                    }
-                    self.check_peer()?;
-                }
-                Err(err) => return Err(err.into()),
-            }
+            self.sleep(asleep, deadline)?;
         }
     }
 
-    // ---- Non-blocking steps, for a server that waits on many channels at once ----
+    // ---- The wait steps (module docs), shared by `wait_for_turn` and the Server ----
+
+    /// The turn the peer holds while this side waits: before the first hand-over nobody's
+    /// (`NEW`, which only a connecting client waits out), afterwards the peer's.
+    fn pending_turn(&self) -> u32 {
+        match self.phase {
+            Phase::Start => NEW,
+            Phase::Holding | Phase::Waiting => self.role.peer_turn(),
+        }
+    }
+
+    /// Loads the state word with `order` and classifies it for this side waiting for the turn:
+    /// the one place a waiter decides what a word means.
+    fn load_and_classify(&self, order: Ordering) -> (u32, Seen) {
+        let current = self.region.header().state.load(order);
+        let seen = classify(current & !SLEEPING, self.role.turn(), self.pending_turn());
+        (current, seen)
+    }
+
+    /// Whether the peer still holds the turn, as far as one relaxed load can tell: `false`
+    /// means there is something to [`look`](Endpoint::look) at (the turn, a shutdown, a
+    /// violation). For spinning and polling: it takes nothing.
+    pub(crate) fn peer_holds_turn(&self) -> bool {
+        matches!(self.load_and_classify(Ordering::Relaxed).1, Seen::Pending)
+    }
+
+    /// Looks at the state word once, while waiting for the turn, and takes the turn if it came
+    /// back: this side then holds it, even if the channel was shut down after the hand-over
+    /// (the message that came with it is delivered; the next call reports the shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shutdown`] while the peer holds the turn of a shut-down channel;
+    /// [`Error::Protocol`] for a word or a length the peer cannot have written honestly.
+    pub(crate) fn look(&mut self) -> Result<Look, Error> {
+        debug_assert_ne!(self.phase, Phase::Holding);
+        // Acquire: a turn that came back brings the peer's writes of the data area and `len`.
+        let (current, seen) = self.load_and_classify(Ordering::Acquire);
+        match seen {
+            Seen::Mine => {
+                self.phase = Phase::Holding;
+                self.received_len().map(Look::Taken)
+            }
+            Seen::Pending => Ok(Look::Pending(PeerTurn(current))),
+            Seen::Shutdown => Err(Error::Shutdown),
+            seen => Err(seen.violation(current).into()),
+        }
+    }
+
+    /// Marks the state word `SLEEPING`, so that the peer's hand-over wakes this side, and
+    /// returns the value to sleep on; `None` if the word is no longer `seen` (look again). The
+    /// one place a waiter writes the word.
+    pub(crate) fn mark_sleeping(&self, seen: PeerTurn) -> Option<u32> {
+        let PeerTurn(seen) = seen;
+        let asleep = seen | SLEEPING;
+        if seen == asleep {
+            return Some(asleep);
+        }
+        self.region
+            .header()
+            .state
+            .compare_exchange(seen, asleep, Ordering::Relaxed, Ordering::Relaxed)
+            .ok()
+            .map(|_| asleep)
+    }
+
+    /// Sleeps while the state word is `asleep`, for one slice at most: returns when woken, when
+    /// the word moved, or when the slice ran out with the deadline still ahead and the peer
+    /// still alive.
+    fn sleep(&mut self, asleep: u32, deadline: Option<Deadline>) -> Result<(), Error> {
+        let slice = self.slice_deadline(deadline);
+        match self.state_futex().wait(asleep, slice) {
+            Ok(()) | Err(crate::futex::Error::ValueChanged) => Ok(()),
+            Err(crate::futex::Error::TimedOut) => {
+                if deadline.is_some_and(|d| d.has_passed()) {
+                    return Err(Error::TimedOut);
+                }
+                self.check_peer()
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    // ---- Server only ----
 
     /// Server: announces readiness as [`recv_first`](Endpoint::recv_first) does, without
-    /// waiting for the first call.
+    /// waiting for the first call; returns the word it handed over, the client's turn.
     #[cfg(not(model))]
-    pub(crate) fn start_serving(&mut self) -> Result<(), Error> {
+    pub(crate) fn start_serving(&mut self) -> Result<PeerTurn, Error> {
         if self.role != Role::Server || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
         }
@@ -721,65 +812,7 @@ impl<S: Scope> Endpoint<S> {
         if self.hand_over(NEW)? {
             self.wake_peer();
         }
-        Ok(())
-    }
-
-    /// Whether the turn is still with the peer, as far as one relaxed load can tell: `false`
-    /// means there is something to look at (a call, a shutdown, a violation).
-    #[cfg(not(model))]
-    pub(crate) fn peer_holds_turn(&self) -> bool {
-        let current = self.region.header().state.load(Ordering::Relaxed);
-        let pending = self.role.peer_turn();
-        matches!(
-            classify(current & !SLEEPING, self.role.turn(), pending),
-            Seen::Pending
-        )
-    }
-
-    /// Takes the turn if it has come back: `Some(len)` of the message that came with it, `None`
-    /// while the peer still holds it. Only while waiting for the turn.
-    #[cfg(not(model))]
-    pub(crate) fn poll_turn(&mut self) -> Result<Option<usize>, Error> {
-        debug_assert_eq!(self.phase, Phase::Waiting);
-        let current = self.region.header().state.load(Ordering::Acquire);
-        match classify(current & !SLEEPING, self.role.turn(), self.role.peer_turn()) {
-            Seen::Mine => {
-                self.phase = Phase::Holding;
-                self.received_len().map(Some)
-            }
-            Seen::Pending => Ok(None),
-            Seen::Shutdown => Err(Error::Shutdown),
-            seen => Err(seen.violation(current).into()),
-        }
-    }
-
-    /// Prepares to sleep until the turn comes back: marks the word `SLEEPING` (so the peer
-    /// wakes this side) and returns the value to sleep on, or `None` if the word changed
-    /// meanwhile (poll again). Only while waiting for the turn.
-    #[cfg(not(model))]
-    pub(crate) fn prepare_sleep(&mut self) -> Option<u32> {
-        debug_assert_eq!(self.phase, Phase::Waiting);
-        let state = &self.region.header().state;
-        let current = state.load(Ordering::Relaxed);
-        let pending = self.role.peer_turn();
-        if !matches!(
-            classify(current & !SLEEPING, self.role.turn(), pending),
-            Seen::Pending
-        ) {
-            return None;
-        }
-        if current & SLEEPING != 0 {
-            return Some(current);
-        }
-        state
-            .compare_exchange(
-                current,
-                current | SLEEPING,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            )
-            .ok()
-            .map(|_| current | SLEEPING)
+        Ok(PeerTurn(self.role.peer_turn()))
     }
 
     /// Whether the peer process is still alive (always, for a peer in this process); opens its
@@ -787,12 +820,6 @@ impl<S: Scope> Endpoint<S> {
     #[cfg(not(model))]
     pub(crate) fn peer_alive(&mut self) -> bool {
         self.check_peer().is_ok()
-    }
-
-    /// The window's state word, to wait on together with other channels'.
-    #[cfg(not(model))]
-    pub(crate) fn state_futex(&self) -> &Futex<S> {
-        self.futex()
     }
 
     fn received_len(&self) -> Result<usize, Error> {

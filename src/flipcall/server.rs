@@ -8,26 +8,39 @@
 //!
 //! ```text
 //! control   a private futex word, shared with every ServerHandle
-//!   bit 31      SHUTDOWN  set once, by ServerHandle::shutdown or by dropping the Server
-//!   bits 0-30   sequence  bumped by each attach through a handle, to wake the server
+//!   bit 31      SHUTDOWN  the server's one record of shutdown: set once, never cleared, by
+//!                         ServerHandle::shutdown or by dropping the Server, under the registry
+//!                         lock and after every registered channel was shut down. So a check
+//!                         under that lock is exact (no attach once set), and whoever sees the
+//!                         bit finds every channel shut down. next_event returns Shutdown once
+//!                         it sees the bit.
+//!   bits 0-30   sequence  bumped (wrapping, SHUTDOWN kept) by each attach through a handle,
+//!                         after its channel is in the registry, to wake the server
 //! registry  behind a Mutex, shared with every ServerHandle: the channels attached through
 //!           handles and not yet adopted by the server thread, the number of channels (attached
-//!           plus adopted-to-be, at most MAX_CHANNELS), a shutdown handle per channel, and
-//!           `shut_down` (no attach once set)
+//!           plus adopted-to-be, at most MAX_CHANNELS), and a shutdown handle per channel; empty,
+//!           with a count of 0, from the moment SHUTDOWN is set
 //! cursor    where the next round-robin scan starts: the channel after the last one served
+//! per channel, `state_seen`: its state word as the server's last look found it, the client's
+//!           turn; what a sleep marks and waits on
 //! ```
 //!
-//! Only the server thread changes the channel list and the cursor; handles only add to the
-//! registry, under its lock, and then bump `control`.
+//! Only the server thread changes the channel list, the cursor and `state_seen`; handles only
+//! add to the registry, under its lock, and then bump `control`; a shutdown empties the
+//! registry and sets `SHUTDOWN` under that lock.
 //!
 //! ## Waiting on all channels
 //!
-//! With nothing to do, the server spins a learned while, then marks every waiting channel's
-//! state word `SLEEPING` (the mark its client's hand-over looks for before it wakes the peer)
-//! and sleeps in one `futex_waitv` on all of those words and on `control`: a call, a shutdown
-//! or an attach wakes it, and a word that changed before the sleep makes the call return at
-//! once. Marks outlive the sleep: a client whose channel was marked pays one wake on its next
-//! call (the reply clears the mark), and a busy server, which never sleeps, marks nothing.
+//! The server waits through the endpoint's wait steps (see the `endpoint` module), on many
+//! words instead of one. Each scan `look`s at every waiting channel: a call is taken, an ending
+//! closes the channel, and a word that still holds the client's turn is kept as `state_seen`.
+//! With nothing to do, the server spins a learned while (polling `peer_holds_turn`), then
+//! `mark_sleeping`s every waiting channel's word (the mark its client's hand-over looks for
+//! before it wakes the peer) and sleeps in one `futex_waitv` on all of those words and on
+//! `control`: a call, a shutdown or an attach wakes it, and a word that changed since the scan
+//! makes the mark fail or the call return at once, and the server looks again. Marks outlive
+//! the sleep: a client whose channel was marked pays one wake on its next call (the reply
+//! clears the mark), and a busy server, which never sleeps, marks nothing.
 //!
 //! `futex_waitv` takes 128 words: with [`MAX_CHANNELS`] attached there is no room for
 //! `control`, and none needed, since an attach is refused then and a shutdown also shuts every
@@ -56,7 +69,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::endpoint::{Endpoint, ShutdownHandle, PEER_CHECK_INTERVAL};
+use super::endpoint::{Endpoint, Look, PeerTurn, ShutdownHandle, PEER_CHECK_INTERVAL};
 use super::error::Error;
 use crate::atomic::Ordering;
 use crate::futex::futex2::{self, WaitvEntry};
@@ -138,6 +151,10 @@ struct Channel<S: Scope> {
     idle_timeout: Option<Duration>,
     /// When the channel last became the client's (attached, or a reply sent).
     idle_since: Instant,
+    /// The state word as the last look at it found it, the client's turn: what a sleep marks
+    /// and waits on. Every scan that finds nothing to do looks at every waiting channel first;
+    /// a word that moved since makes the mark fail or the sleep return at once.
+    state_seen: PeerTurn,
 }
 
 impl<S: Scope> Channel<S> {
@@ -154,7 +171,6 @@ struct Registry<S: Scope> {
     count: usize,
     next_id: u64,
     shutdown_handles: Vec<(ChannelId, ShutdownHandle)>,
-    shut_down: bool,
 }
 
 /// What a server shares with its handles.
@@ -172,6 +188,12 @@ impl<S: Scope> Control<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether the server was shut down; exact under the registry lock, under which the bit is
+    /// set.
+    fn is_shut_down(&self) -> bool {
+        self.word.load(Ordering::Acquire) & SHUTDOWN != 0
+    }
+
     /// Registers `endpoint` (a server endpoint not yet started) as a new channel: takes a
     /// place among the [`MAX_CHANNELS`], starts serving on it, then names it. On an error the
     /// endpoint is dropped, which shuts its channel down.
@@ -183,7 +205,7 @@ impl<S: Scope> Control<S> {
         let shutdown = endpoint.shutdown_handle();
         {
             let mut registry = self.registry();
-            if registry.shut_down {
+            if self.is_shut_down() {
                 return Err(Error::Shutdown);
             }
             if registry.count >= MAX_CHANNELS {
@@ -193,13 +215,20 @@ impl<S: Scope> Control<S> {
             // is never turned away for want of one.
             registry.count += 1;
         }
-        if let Err(err) = endpoint.start_serving() {
-            self.registry().count -= 1;
-            return Err(err);
-        }
+        let state_seen = match endpoint.start_serving() {
+            Ok(state_seen) => state_seen,
+            Err(err) => {
+                let mut registry = self.registry();
+                // A shutdown since the place was taken has zeroed the count already.
+                if !self.is_shut_down() {
+                    registry.count -= 1;
+                }
+                return Err(err);
+            }
+        };
         let mut registry = self.registry();
         // Checked again: the lock was let go while the endpoint started.
-        if registry.shut_down {
+        if self.is_shut_down() {
             return Err(Error::Shutdown);
         }
         let id = ChannelId(registry.next_id);
@@ -210,34 +239,38 @@ impl<S: Scope> Control<S> {
             endpoint,
             idle_timeout,
             idle_since: Instant::now(),
+            state_seen,
         })
     }
 
     fn unregister(&self, id: ChannelId) {
         let mut registry = self.registry();
-        if !registry.shut_down {
+        // After a shutdown the count is 0 and the handles are gone.
+        if !self.is_shut_down() {
             registry.count -= 1;
             registry.shutdown_handles.retain(|(other, _)| *other != id);
         }
     }
 
+    /// Shuts every registered channel down, then sets `SHUTDOWN`, all under the registry lock:
+    /// a registration either sees the bit or is in the registry already, and whoever sees the
+    /// bit finds every channel shut down.
     fn shut_down(&self) {
-        let (pending, handles) = {
+        let (first, pending, handles) = {
             let mut registry = self.registry();
-            registry.shut_down = true;
+            let pending = core::mem::take(&mut registry.pending);
+            let handles = core::mem::take(&mut registry.shutdown_handles);
             registry.count = 0;
-            (
-                core::mem::take(&mut registry.pending),
-                core::mem::take(&mut registry.shutdown_handles),
-            )
+            for (_, handle) in &handles {
+                handle.shutdown();
+            }
+            let first = self.word.fetch_or(SHUTDOWN, Ordering::AcqRel) & SHUTDOWN == 0;
+            (first, pending, handles)
         };
-        for (_, handle) in &handles {
-            handle.shutdown();
-        }
-        // Dropping the endpoints nobody adopted shuts their channels down too, and dropping
-        // the handles lets the windows go once their endpoints have.
+        // Dropping the endpoints nobody adopted and the handles lets the windows go once their
+        // endpoints have.
         drop((pending, handles));
-        if self.word.fetch_or(SHUTDOWN, Ordering::AcqRel) & SHUTDOWN == 0 {
+        if first {
             let _ = self.word.wake(u32::MAX);
         }
     }
@@ -333,7 +366,6 @@ impl<S: Scope> Server<S> {
                     count: 0,
                     next_id: 0,
                     shutdown_handles: Vec::new(),
-                    shut_down: false,
                 }),
             }),
             control_seen: 0,
@@ -547,9 +579,9 @@ impl<S: Scope> Server<S> {
             if entry.endpoint.holds_turn() {
                 continue;
             }
-            match entry.endpoint.poll_turn() {
-                Ok(None) => {}
-                Ok(Some(len)) => {
+            match entry.endpoint.look() {
+                Ok(Look::Pending(state_seen)) => entry.state_seen = state_seen,
+                Ok(Look::Taken(len)) => {
                     self.cursor = (index + 1) % n;
                     return Some(Event::Call {
                         channel: entry.id,
@@ -652,33 +684,25 @@ impl<S: Scope> Server<S> {
         }
     }
 
-    fn sleep_waitv(&mut self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
-        // Mark every waiting channel first (a mark needs `&mut`), then sleep on what was seen:
-        // a word that moved since makes the wait return at once.
-        let mut expected = Vec::with_capacity(self.channels.len());
-        for entry in &mut self.channels {
+    fn sleep_waitv(&self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
+        let mut entries: Vec<WaitvEntry<'_>> = Vec::with_capacity(self.channels.len() + 1);
+        for entry in &self.channels {
             if entry.endpoint.holds_turn() {
                 continue;
             }
-            match entry.endpoint.prepare_sleep() {
-                Some(value) => expected.push(value),
-                None => return Ok(()),
-            }
+            // A word that moved since the scan: the caller looks again.
+            let Some(asleep) = entry.endpoint.mark_sleeping(entry.state_seen) else {
+                return Ok(());
+            };
+            entries.push(WaitvEntry::new(entry.endpoint.state_futex(), asleep));
         }
-        let mut entries: Vec<WaitvEntry<'_>> = self
-            .channels
-            .iter()
-            .filter(|entry| !entry.endpoint.holds_turn())
-            .zip(&expected)
-            .map(|(entry, &value)| WaitvEntry::new(entry.endpoint.state_futex(), value))
-            .collect();
         if entries.len() < MAX_CHANNELS {
             entries.push(WaitvEntry::new(&self.control.word, self.control_seen));
         }
         futex2::waitv(&entries, wake_by.map(Deadline::at)).map(drop)
     }
 
-    fn sleep_polling(&mut self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
+    fn sleep_polling(&self, wake_by: Option<Instant>) -> Result<(), crate::futex::Error> {
         let n = self.channels.len();
         // The channel served last (just before the cursor), else the first waiting one.
         let watched = (0..n)
@@ -692,11 +716,12 @@ impl<S: Scope> Server<S> {
         };
         let slice = Instant::now() + POLL_INTERVAL;
         let wake_by = wake_by.map_or(slice, |wake_by| wake_by.min(slice));
-        let endpoint = &mut self.channels[index].endpoint;
-        match endpoint.prepare_sleep() {
-            Some(value) => endpoint
+        let entry = &self.channels[index];
+        match entry.endpoint.mark_sleeping(entry.state_seen) {
+            Some(asleep) => entry
+                .endpoint
                 .state_futex()
-                .wait(value, Some(Deadline::at(wake_by))),
+                .wait(asleep, Some(Deadline::at(wake_by))),
             None => Ok(()),
         }
     }
@@ -791,7 +816,7 @@ impl<S: Scope> ServerHandle<S> {
         let id = channel.id;
         {
             let mut registry = self.control.registry();
-            if registry.shut_down {
+            if self.control.is_shut_down() {
                 // Shut down since it was registered: dropping the channel shuts it down.
                 return Err(Error::Shutdown);
             }
@@ -814,7 +839,7 @@ impl<S: Scope> ServerHandle<S> {
 
     /// Whether the server was shut down (or dropped).
     pub fn is_shutdown(&self) -> bool {
-        self.control.word.load(Ordering::Acquire) & SHUTDOWN != 0
+        self.control.is_shut_down()
     }
 }
 
