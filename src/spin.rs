@@ -612,7 +612,7 @@ mod tests {
         assert!(!s.spin_until(|| false));
         let mut n = 0;
         // Holds on the third check, well within any budget; when spinning cannot pay the
-        // condition is checked once.
+        // condition is checked once, and under a model checker a spin is one more look.
         let held = s.spin_until(|| {
             n += 1;
             n >= 3
@@ -620,7 +620,7 @@ mod tests {
         if held {
             assert_eq!(n, 3);
         } else {
-            assert_eq!(n, 1);
+            assert!(n <= 2, "{n} checks without spinning");
         }
     }
 }

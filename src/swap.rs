@@ -203,11 +203,13 @@ pub struct Parker<S: Scope = Private> {
 }
 
 impl Parker<Private> {
-    /// A parker with no token, for threads of one process.
-    pub const fn new() -> Parker<Private> {
-        Parker {
-            state: Futex::new(EMPTY),
-            spinner: Spinner::new(),
+    crate::futex::sys::const_fn! {
+        /// A parker with no token, for threads of one process.
+        pub const fn new() -> Parker<Private> {
+            Parker {
+                state: Futex::new(EMPTY),
+                spinner: Spinner::new(),
+            }
         }
     }
 }
@@ -219,11 +221,13 @@ impl Default for Parker<Private> {
 }
 
 impl Parker<Shared> {
-    /// A parker with no token whose word lives in memory shared between processes.
-    pub const fn shared() -> Parker<Shared> {
-        Parker {
-            state: Futex::shared(EMPTY),
-            spinner: Spinner::new(),
+    crate::futex::sys::const_fn! {
+        /// A parker with no token whose word lives in memory shared between processes.
+        pub const fn shared() -> Parker<Shared> {
+            Parker {
+                state: Futex::shared(EMPTY),
+                spinner: Spinner::new(),
+            }
         }
     }
 }

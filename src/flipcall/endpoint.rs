@@ -206,7 +206,6 @@ pub struct Endpoint<S: Scope = Private> {
     role: Role,
     phase: Phase,
     spinner: Spinner,
-    #[cfg(not(model))]
     peer: super::peer::PeerWatch,
     scope: PhantomData<fn() -> S>,
 }
@@ -230,7 +229,6 @@ impl<S: Scope> core::fmt::Debug for Endpoint<S> {
     }
 }
 
-#[cfg(not(model))]
 impl Endpoint<Shared> {
     /// The client endpoint of `window` (one per window).
     ///
@@ -324,14 +322,12 @@ impl<S: Scope> Endpoint<S> {
         if header.roles.fetch_or(role.bit(), Ordering::AcqRel) & role.bit() != 0 {
             return Err(Error::RoleTaken);
         }
-        #[cfg(not(model))]
         let peer = super::peer::PeerWatch::announce(header, role);
         Ok(Endpoint {
             region,
             role,
             phase: Phase::Start,
             spinner: Spinner::new(),
-            #[cfg(not(model))]
             peer,
             scope: PhantomData,
         })
@@ -669,7 +665,6 @@ impl<S: Scope> Endpoint<S> {
     /// over the wait steps: spin while the peer is likely to answer soon, then look, mark
     /// `SLEEPING`, sleep, until a look takes the turn or ends the wait.
     fn wait_for_turn(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
-        #[cfg(not(model))]
         if self.peer.died() {
             return Err(Error::PeerDied);
         }
@@ -707,7 +702,6 @@ impl<S: Scope> Endpoint<S> {
                 slept_since = Some(Instant::now());
                 // Open the peer's pidfd before the first sleep, not at the first check, to
                 // narrow the window in which its pid could be reused.
-                #[cfg(not(model))]
                 if self.crosses_processes() {
                     self.peer.watch(self.region.header());
                 }
@@ -803,7 +797,6 @@ impl<S: Scope> Endpoint<S> {
 
     /// Server: announces readiness as [`recv_first`](Endpoint::recv_first) does, without
     /// waiting for the first call; returns the word it handed over, the client's turn.
-    #[cfg(not(model))]
     pub(crate) fn start_serving(&mut self) -> Result<PeerTurn, Error> {
         if self.role != Role::Server || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
@@ -817,7 +810,6 @@ impl<S: Scope> Endpoint<S> {
 
     /// Whether the peer process is still alive (always, for a peer in this process); opens its
     /// pidfd the first time.
-    #[cfg(not(model))]
     pub(crate) fn peer_alive(&mut self) -> bool {
         self.check_peer().is_ok()
     }
@@ -845,7 +837,6 @@ impl<S: Scope> Endpoint<S> {
     }
 
     fn check_peer(&mut self) -> Result<(), Error> {
-        #[cfg(not(model))]
         if self.crosses_processes() && !self.peer.check(self.region.header()) {
             return Err(Error::PeerDied);
         }

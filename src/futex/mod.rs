@@ -157,25 +157,31 @@ pub struct Futex<S: Scope = Private> {
 }
 
 impl Futex<Private> {
-    /// A process-private futex word holding `value`.
-    pub const fn new(value: u32) -> Futex<Private> {
-        Futex::with_scope(value)
+    crate::futex::sys::const_fn! {
+        /// A process-private futex word holding `value`.
+        pub const fn new(value: u32) -> Futex<Private> {
+            Futex::with_scope(value)
+        }
     }
 }
 
 impl Futex<Shared> {
-    /// A futex word holding `value`, for memory shared between processes.
-    pub const fn shared(value: u32) -> Futex<Shared> {
-        Futex::with_scope(value)
+    crate::futex::sys::const_fn! {
+        /// A futex word holding `value`, for memory shared between processes.
+        pub const fn shared(value: u32) -> Futex<Shared> {
+            Futex::with_scope(value)
+        }
     }
 }
 
 impl<S: Scope> Futex<S> {
-    /// A futex word of scope `S` holding `value`.
-    pub const fn with_scope(value: u32) -> Futex<S> {
-        Futex {
-            word: AtomicU32::new(value),
-            scope: PhantomData,
+    crate::futex::sys::const_fn! {
+        /// A futex word of scope `S` holding `value`.
+        pub const fn with_scope(value: u32) -> Futex<S> {
+            Futex {
+                word: AtomicU32::new(value),
+                scope: PhantomData,
+            }
         }
     }
 

@@ -64,16 +64,18 @@ impl fmt::Debug for RawBarrier {
 }
 
 impl RawBarrier {
-    /// A barrier that releases its waiters each time `parties` of them have called
-    /// [`wait`](RawBarrier::wait). With 0 or 1 parties, `wait` returns at once.
-    ///
-    /// More than 2^30 - 1 parties cannot be waited for (no system runs that many threads):
-    /// such a barrier never releases, as it could not in std either.
-    #[must_use]
-    pub const fn new(parties: usize) -> RawBarrier {
-        RawBarrier {
-            state: Futex::new(0),
-            parties,
+    crate::futex::sys::const_fn! {
+        /// A barrier that releases its waiters each time `parties` of them have called
+        /// [`wait`](RawBarrier::wait). With 0 or 1 parties, `wait` returns at once.
+        ///
+        /// More than 2^30 - 1 parties cannot be waited for (no system runs that many threads):
+        /// such a barrier never releases, as it could not in std either.
+        #[must_use]
+        pub const fn new(parties: usize) -> RawBarrier {
+            RawBarrier {
+                state: Futex::new(0),
+                parties,
+            }
         }
     }
 

@@ -75,12 +75,14 @@ impl fmt::Debug for RawCondvar {
 }
 
 impl RawCondvar {
-    /// A condition variable with no waiters.
-    #[must_use]
-    pub const fn new() -> RawCondvar {
-        RawCondvar {
-            seq: Futex::new(0),
-            sleepers: AtomicU32::new(0),
+    crate::futex::sys::const_fn! {
+        /// A condition variable with no waiters.
+        #[must_use]
+        pub const fn new() -> RawCondvar {
+            RawCondvar {
+                seq: Futex::new(0),
+                sleepers: AtomicU32::new(0),
+            }
         }
     }
 

@@ -15,7 +15,9 @@
 
 mod barrier;
 mod condvar;
-#[cfg(feature = "lock_api")]
+// lock_api's `INIT` constants need `const` constructors, which a model checker's atomics do
+// not have: under one, lock_api's traits are not implemented.
+#[cfg(all(feature = "lock_api", not(model)))]
 mod lock_api;
 mod mutex;
 mod rwlock;

@@ -97,10 +97,12 @@ impl fmt::Debug for RawMutex {
 }
 
 impl RawMutex {
-    /// An unlocked mutex.
-    pub const fn new() -> RawMutex {
-        RawMutex {
-            word: Futex::new(UNLOCKED),
+    crate::futex::sys::const_fn! {
+        /// An unlocked mutex.
+        pub const fn new() -> RawMutex {
+            RawMutex {
+                word: Futex::new(UNLOCKED),
+            }
         }
     }
 

@@ -148,10 +148,12 @@ impl fmt::Debug for RawRwLock {
 }
 
 impl RawRwLock {
-    /// An unlocked lock.
-    pub const fn new() -> RawRwLock {
-        RawRwLock {
-            state: Futex::new(0),
+    crate::futex::sys::const_fn! {
+        /// An unlocked lock.
+        pub const fn new() -> RawRwLock {
+            RawRwLock {
+                state: Futex::new(0),
+            }
         }
     }
 

@@ -54,12 +54,14 @@ impl fmt::Debug for Barrier {
 }
 
 impl Barrier {
-    /// A barrier that releases its waiters each time `parties` of them have called
-    /// [`wait`](Barrier::wait). With 0 or 1 parties, `wait` returns at once.
-    #[must_use]
-    pub const fn new(parties: usize) -> Barrier {
-        Barrier {
-            raw: RawBarrier::new(parties),
+    crate::futex::sys::const_fn! {
+        /// A barrier that releases its waiters each time `parties` of them have called
+        /// [`wait`](Barrier::wait). With 0 or 1 parties, `wait` returns at once.
+        #[must_use]
+        pub const fn new(parties: usize) -> Barrier {
+            Barrier {
+                raw: RawBarrier::new(parties),
+            }
         }
     }
 

@@ -59,11 +59,13 @@ impl fmt::Debug for Condvar {
 }
 
 impl Condvar {
-    /// A condition variable with no waiters.
-    #[must_use]
-    pub const fn new() -> Condvar {
-        Condvar {
-            raw: RawCondvar::new(),
+    crate::futex::sys::const_fn! {
+        /// A condition variable with no waiters.
+        #[must_use]
+        pub const fn new() -> Condvar {
+            Condvar {
+                raw: RawCondvar::new(),
+            }
         }
     }
 

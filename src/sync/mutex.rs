@@ -77,12 +77,14 @@ pub struct MutexGuard<'a, T: ?Sized + 'a> {
 unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<T> Mutex<T> {
-    /// A new unlocked mutex holding `value`.
-    pub const fn new(value: T) -> Mutex<T> {
-        Mutex {
-            raw: RawMutex::new(),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    crate::futex::sys::const_fn! {
+        /// A new unlocked mutex holding `value`.
+        pub const fn new(value: T) -> Mutex<T> {
+            Mutex {
+                raw: RawMutex::new(),
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

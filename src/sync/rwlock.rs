@@ -91,12 +91,14 @@ pub struct RwLockWriteGuard<'a, T: ?Sized + 'a> {
 unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
 
 impl<T> RwLock<T> {
-    /// A new unlocked lock holding `value`.
-    pub const fn new(value: T) -> RwLock<T> {
-        RwLock {
-            raw: RawRwLock::new(),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    crate::futex::sys::const_fn! {
+        /// A new unlocked lock holding `value`.
+        pub const fn new(value: T) -> RwLock<T> {
+            RwLock {
+                raw: RawRwLock::new(),
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

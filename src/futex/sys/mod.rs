@@ -12,7 +12,8 @@
 //!
 //! `build.rs` sets `cfg(model)` for `--cfg loom` or `--cfg shuttle`. Then, and only here, the
 //! futex backend is `model.rs` instead of `linux.rs`: every primitive above runs unchanged on
-//! the checker's atomics ([`AtomicU32`]), its threads ([`yield_now`], [`thread_local!`]) and an
+//! the checker's atomics ([`AtomicU32`]; their constructors cannot be `const`, so the
+//! primitives' constructors are written once with [`const_fn!`], `const` in a real build), its threads ([`yield_now`], [`thread_local!`]) and an
 //! emulated futex whose waits and wakes the checker schedules. No file outside this directory
 //! names a model checker, except where a bound must shrink for a model to stay finite: the spin
 //! policy reads [`MODEL_CHECKED`] (every spin is one look). The thread, memory and process calls
@@ -33,6 +34,21 @@ pub(crate) mod process;
 pub(crate) mod thread;
 
 pub(crate) use backend::*;
+
+/// Writes a constructor once: a `const fn` in a real build, a plain `fn` under a model checker,
+/// whose atomics can only be made while a model runs.
+macro_rules! const_fn {
+    ($(#[$attr:meta])* $vis:vis const fn $($rest:tt)*) => {
+        #[cfg(not(model))]
+        $(#[$attr])*
+        $vis const fn $($rest)*
+
+        #[cfg(model)]
+        $(#[$attr])*
+        $vis fn $($rest)*
+    };
+}
+pub(crate) use const_fn;
 
 /// An errno value as the kernel returned it.
 pub(crate) type Errno = i32;

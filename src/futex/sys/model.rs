@@ -22,7 +22,6 @@ use ::loom as checker;
 use ::shuttle as checker;
 
 use core::ops::Deref;
-use std::sync::OnceLock;
 
 use checker::lazy_static;
 use checker::sync::{Condvar, Mutex};
@@ -37,24 +36,15 @@ use crate::futex::op;
 /// True: every spin is one look, so that models stay finite (see [`crate::spin`]).
 pub(crate) const MODEL_CHECKED: bool = true;
 
-/// The checker's 32-bit atomic, behind a `const` constructor.
-///
-/// A checker's atomics can only be made while a model runs, and their `new` is not `const`;
-/// the primitives' constructors are. So this holds the initial value and makes the checker's
-/// atomic at the first access, which is inside the model that uses it. Its address stands for
-/// the word's address ([`as_ptr`](AtomicU32::as_ptr)), as a real word's does.
-pub struct AtomicU32 {
-    initial: u32,
-    atomic: OnceLock<checker::sync::atomic::AtomicU32>,
-}
+/// The checker's 32-bit atomic, with an address that names it in a futex call, as a real
+/// word's does ([`as_ptr`](AtomicU32::as_ptr)).
+pub struct AtomicU32(checker::sync::atomic::AtomicU32);
 
 impl AtomicU32 {
-    /// A word holding `value`.
-    pub const fn new(value: u32) -> AtomicU32 {
-        AtomicU32 {
-            initial: value,
-            atomic: OnceLock::new(),
-        }
+    /// A word holding `value` (not `const`: a checker's atomics are made while a model runs;
+    /// constructors above use [`const_fn!`](super::const_fn)).
+    pub fn new(value: u32) -> AtomicU32 {
+        AtomicU32(checker::sync::atomic::AtomicU32::new(value))
     }
 
     /// This word's address, to name it in a futex call.
@@ -77,8 +67,7 @@ impl Deref for AtomicU32 {
     type Target = checker::sync::atomic::AtomicU32;
 
     fn deref(&self) -> &Self::Target {
-        self.atomic
-            .get_or_init(|| checker::sync::atomic::AtomicU32::new(self.initial))
+        &self.0
     }
 }
 
