@@ -734,6 +734,9 @@ fn a_peer_punching_holes_gets_protocol_errors_never_a_crash() {
                 }
             }
         };
+        // The first call may fail before the puncher was told to start (the server's short
+        // first wait can expire in a slow guest): release it, or its join waits forever.
+        calls_running.store(true, std::sync::atomic::Ordering::Release);
         puncher.join().unwrap();
         drop(client);
         let server_outcome = server_thread.join().unwrap().err();
