@@ -65,6 +65,15 @@ impl<T: ?Sized> RefUnwindSafe for Mutex<T> {}
 /// let m = futexkit::Mutex::new(0);
 /// send(m.lock().unwrap());
 /// ```
+///
+/// `#[must_use]`, as std's: a guard dropped where it is made unlocks at once, and the compiler
+/// says so (here the lint is denied):
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// let lock = futexkit::sync::Mutex::new(0);
+/// lock.lock().unwrap();
+/// ```
 #[must_use = "if unused the Mutex will immediately unlock"]
 #[clippy::has_significant_drop]
 pub struct MutexGuard<'a, T: ?Sized + 'a> {

@@ -5,6 +5,7 @@ use core::cell::UnsafeCell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
+use core::ptr::NonNull;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::{LockResult, TryLockResult};
 use std::time::{Duration, Instant};
@@ -61,11 +62,25 @@ impl<T: ?Sized> RefUnwindSafe for RwLock<T> {}
 /// let lock = futexkit::sync::RwLock::new(0);
 /// send(lock.read().unwrap());
 /// ```
+///
+/// `#[must_use]`, as std's: a guard dropped where it is made unlocks at once, and the compiler
+/// says so (here the lint is denied):
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// let lock = futexkit::sync::RwLock::new(0);
+/// lock.read().unwrap();
+/// ```
+///
+/// Covariant in `T`, as std's: a guard of `&'static str` is a guard of `&'a str`. So it holds
+/// the data as a pointer, not the `&RwLock<T>` (invariant in `T`) the write guard holds; the
+/// pointer also makes it `!Send`, and `UnwindSafe` exactly when `T: RefUnwindSafe`, as std's.
 #[must_use = "if unused the RwLock will immediately unlock"]
 #[clippy::has_significant_drop]
 pub struct RwLockReadGuard<'a, T: ?Sized + 'a> {
-    lock: &'a RwLock<T>,
-    not_send: PhantomData<*const ()>,
+    /// The lock's data; valid for reads for `'a`, while this guard holds the read lock.
+    data: NonNull<T>,
+    raw: &'a RawRwLock,
 }
 
 // SAFETY: a shared read guard gives `&T`, fine to share when `T: Sync`.
@@ -78,6 +93,15 @@ unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
 /// fn send<T: Send>(_: T) {}
 /// let lock = futexkit::sync::RwLock::new(0);
 /// send(lock.write().unwrap());
+/// ```
+///
+/// `#[must_use]`, as std's: a guard dropped where it is made unlocks at once, and the compiler
+/// says so (here the lint is denied):
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// let lock = futexkit::sync::RwLock::new(0);
+/// lock.write().unwrap();
 /// ```
 #[must_use = "if unused the RwLock will immediately unlock"]
 #[clippy::has_significant_drop]
@@ -234,10 +258,7 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        self.poison.result(RwLockReadGuard {
-            lock: self,
-            not_send: PhantomData,
-        })
+        self.poison.result(RwLockReadGuard::new(self))
     }
 
     fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
@@ -272,9 +293,17 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
         // SAFETY: the guard (now forgotten, so its drop does not unlock) proved this thread
         // holds the write lock; the new read guard owns the read lock it becomes.
         unsafe { lock.raw.downgrade() };
+        RwLockReadGuard::new(lock)
+    }
+}
+
+impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
+    /// The guard of a read lock this thread holds on `lock`.
+    fn new(lock: &'a RwLock<T>) -> RwLockReadGuard<'a, T> {
         RwLockReadGuard {
-            lock,
-            not_send: PhantomData,
+            // SAFETY: `UnsafeCell::get` of a live lock points into it: never null.
+            data: unsafe { NonNull::new_unchecked(lock.data.get()) },
+            raw: &lock.raw,
         }
     }
 }
@@ -291,8 +320,9 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        // SAFETY: the guard proves this thread holds a read lock: no writer has `&mut T`.
-        unsafe { &*self.lock.data.get() }
+        // SAFETY: `data` points into the lock (`new`), and the guard proves this thread holds a
+        // read lock: no writer has `&mut T`.
+        unsafe { self.data.as_ref() }
     }
 }
 
@@ -317,7 +347,7 @@ impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: the guard exists only while this thread holds a read lock.
-        unsafe { self.lock.raw.read_unlock() };
+        unsafe { self.raw.read_unlock() };
     }
 }
 
