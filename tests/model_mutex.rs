@@ -23,8 +23,9 @@ fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
 
 /// `threads` threads each make `increments` locked increments of a counter whose increment is
 /// a separate relaxed load and store (so only mutual exclusion, and the lock's acquire and
-/// release orderings, keep it exact); asserts the total and that the lock ends free.
-fn increments(threads: usize, increments: usize) {
+/// release orderings, keep it exact); asserts the total and that the lock ends free. With
+/// `fair`, every unlock is `unlock_fair` (a hand-off whenever a sleeper is woken).
+fn increments(threads: usize, increments: usize, fair: bool) {
     let shared = Arc::new((RawMutex::new(), AtomicUsize::new(0)));
     let work = (0..threads)
         .map(|_| {
@@ -35,7 +36,13 @@ fn increments(threads: usize, increments: usize) {
                     model::thread::yield_now();
                     count.store(v + 1, Ordering::Relaxed);
                     // SAFETY: locked just above.
-                    unsafe { raw.unlock() };
+                    unsafe {
+                        if fair {
+                            raw.unlock_fair();
+                        } else {
+                            raw.unlock();
+                        }
+                    }
                 }
             }) as Box<dyn FnOnce(&_) + Send>
         })
@@ -51,13 +58,19 @@ fn increments(threads: usize, increments: usize) {
 fn two_threads_contending_twice_each() {
     // Each thread's first contended unlock hands off, its second releases: both paths.
     let (threads, n) = sized((2, 2), (4, 4));
-    check(3, move || increments(threads, n));
+    check(3, move || increments(threads, n, false));
+}
+
+#[test]
+fn fair_unlocks_hand_off_to_every_sleeper() {
+    let (threads, n) = sized((2, 2), (4, 4));
+    check(3, move || increments(threads, n, true));
 }
 
 #[test]
 fn three_threads_contending() {
     let (threads, n) = sized((3, 1), (8, 2));
-    check(2, move || increments(threads, n));
+    check(2, move || increments(threads, n, false));
 }
 
 /// A timed waiter beside an untimed one: a hand-off goes to the untimed one (timed waiters

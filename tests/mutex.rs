@@ -323,3 +323,37 @@ fn a_waiter_is_not_starved_by_a_barging_hog() {
         h.join().unwrap();
     }
 }
+
+/// `RawMutex::unlock_fair` with a thread asleep in `lock`: the lock goes to that thread, so it
+/// is not free for the unlocking thread a moment later, round after round. (A plain unlock
+/// releases the lock on most rounds: only one contended unlock in 16 hands off.)
+#[test]
+fn a_fair_unlock_hands_the_lock_to_the_sleeper() {
+    use futexkit::raw::RawMutex;
+    use std::sync::mpsc;
+
+    let raw = Arc::new(RawMutex::new());
+    for round in 0..20 {
+        raw.lock();
+        let (release, released) = mpsc::channel::<()>();
+        let sleeper = futexkit_support::blocked::spawn_blocked({
+            let raw = Arc::clone(&raw);
+            move || {
+                raw.lock();
+                // Held until the main thread has looked.
+                released.recv().unwrap();
+                // SAFETY: locked just above.
+                unsafe { raw.unlock() };
+            }
+        });
+        // SAFETY: this thread took the lock above.
+        unsafe { raw.unlock_fair() };
+        assert!(
+            !raw.try_lock(),
+            "round {round}: the lock was free after a fair unlock with a sleeper"
+        );
+        release.send(()).unwrap();
+        sleeper.join().unwrap();
+    }
+    assert!(raw.try_lock(), "the lock ends free");
+}

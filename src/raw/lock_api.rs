@@ -30,6 +30,15 @@ unsafe impl lock_api::RawMutex for RawMutex {
     }
 }
 
+// SAFETY: `unlock_fair` releases the caller's lock as `unlock` does (handing it to a sleeper is
+// a release to that thread, with the same ordering); lock_api's default `bump` relocks.
+unsafe impl lock_api::RawMutexFair for RawMutex {
+    unsafe fn unlock_fair(&self) {
+        // SAFETY: lock_api calls this only for a lock the caller holds.
+        unsafe { RawMutex::unlock_fair(self) }
+    }
+}
+
 // SAFETY: as for `lock_api::RawMutex`; the timed variants give ownership only when they return
 // true.
 unsafe impl lock_api::RawMutexTimed for RawMutex {

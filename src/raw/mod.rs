@@ -19,6 +19,8 @@ mod condvar;
 // not have: under one, lock_api's traits are not implemented.
 #[cfg(all(feature = "lock_api", not(model)))]
 mod lock_api;
+#[cfg(all(feature = "lock_api_05", not(model)))]
+mod lock_api_05;
 mod mutex;
 mod rwlock;
 

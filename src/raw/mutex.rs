@@ -42,8 +42,9 @@
 //!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
 //!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again.
 //! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else (`CONTENDED`): release and wake one
-//!   sleeper; or, when the fairness policy says so and an untimed sleeper was woken, write
-//!   `HANDED` and wake once more.
+//!   sleeper; or, when a hand-off is wanted and an untimed sleeper was woken, write `HANDED`
+//!   and wake once more. A plain unlock wants one when the fairness policy says so, a fair
+//!   unlock (`unlock_fair`) always.
 //!
 //! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], when to hand
 //! off in `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
@@ -144,7 +145,43 @@ impl RawMutex {
             .compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            self.unlock_contended();
+            self.unlock_contended(crate::fairness::hand_off_now());
+        }
+    }
+
+    /// Releases the lock as [`unlock`](RawMutex::unlock) does, except that when a thread sleeps
+    /// in an untimed lock, the lock is handed to it: no running thread can take it first.
+    /// lock_api's `unlock_fair`. A hand-off costs the lock a wake-up's latency, during which
+    /// nobody uses it; [`unlock`](RawMutex::unlock) hands off only now and then, so that no
+    /// sleeper is passed over for long.
+    ///
+    /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never handed the lock, as
+    /// one may give up at its deadline with the lock in trust for it: after a fair unlock with
+    /// only those asleep, the lock is released and one of them is woken, as by `unlock`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`unlock`](RawMutex::unlock): the calling thread must hold the lock.
+    ///
+    /// ```
+    /// use futexkit::raw::RawMutex;
+    ///
+    /// let raw = RawMutex::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock_fair() };
+    /// assert!(raw.try_lock());
+    /// // SAFETY: taken just above.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub unsafe fn unlock_fair(&self) {
+        if self
+            .word
+            .compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.unlock_contended(true);
         }
     }
 
@@ -213,13 +250,12 @@ impl RawMutex {
     }
 
     /// The slow path of an unlock: the word is `CONTENDED` and only this thread writes it
-    /// (invariant 2).
+    /// (invariant 2). Hands the lock off if `hand_off_wanted` and an untimed sleeper is woken.
     #[cold]
-    fn unlock_contended(&self) {
+    fn unlock_contended(&self, hand_off_wanted: bool) {
         let addr = self.word.as_ptr();
         // The first wake goes through `&self`: the lock is still held, so the word is alive.
-        let hand_off =
-            crate::fairness::hand_off_now() && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1);
+        let hand_off = hand_off_wanted && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1);
         let next = if hand_off { HANDED } else { UNLOCKED };
         self.word.store(next, Ordering::Release);
         // From here another thread may own the lock and free it: wake by address only. After a

@@ -1,0 +1,186 @@
+//! With the `lock_api_05` feature: lock_api 0.5's raw traits for futexkit's raw locks and
+//! condition variable, so that `lock_api_05::Mutex<futexkit::raw::RawMutex, T>`, its RwLock
+//! and its `Condvar<futexkit::raw::RawCondvar>` work as parking_lot 0.13's types do.
+//!
+//! The locks keep no state per acquisition: every guard state is lock_api's `GuardNoSend`
+//! (a lock is released by the thread that took it, as with std's guards).
+
+use std::time::{Duration, Instant};
+
+use lock_api_05 as lock_api;
+use lock_api_05::GuardNoSend;
+
+use super::{RawCondvar, RawMutex, RawRwLock};
+use crate::futex::Deadline;
+
+// SAFETY: `lock` and the `try_lock*` that return a guard give this thread exclusive ownership
+// until `unlock` (Acquire on taking, Release on releasing). None of them unwinds. Dropping or
+// forgetting a `GuardNoSend` does nothing, and a lock may be moved or dropped while held: it
+// is one word and owns nothing.
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawMutex = RawMutex::new();
+    type Guard = GuardNoSend;
+
+    fn lock(&self) -> GuardNoSend {
+        RawMutex::lock(self);
+        GuardNoSend::new()
+    }
+
+    fn try_lock(&self) -> Option<GuardNoSend> {
+        RawMutex::try_lock(self).then(GuardNoSend::new)
+    }
+
+    unsafe fn unlock(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of an acquisition the caller holds.
+        unsafe { RawMutex::unlock(self) }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawMutex::is_locked(self)
+    }
+}
+
+// SAFETY: `unlock_fair` releases the caller's lock as `unlock` does (handing it to a sleeper is
+// a release to that thread, with the same ordering); lock_api's default `bump` relocks.
+unsafe impl lock_api::RawMutexFair for RawMutex {
+    unsafe fn unlock_fair(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of an acquisition the caller holds.
+        unsafe { RawMutex::unlock_fair(self) }
+    }
+}
+
+// SAFETY: as for `RawMutex`; the timed variants give ownership only when they return a guard.
+unsafe impl lock_api::RawMutexTimed for RawMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_for(&self, timeout: Duration) -> Option<GuardNoSend> {
+        RawMutex::try_lock_for(self, timeout).then(GuardNoSend::new)
+    }
+
+    fn try_lock_until(&self, deadline: Instant) -> Option<GuardNoSend> {
+        RawMutex::try_lock_until(self, deadline).then(GuardNoSend::new)
+    }
+}
+
+// SAFETY: `RawCondvar::wait` reads the notify sequence while the caller still holds the
+// mutex, then unlocks: a notify made after the unlock changes the sequence it sleeps on, so
+// unlocking and starting to wait are atomic with respect to notifies (`src/raw/condvar.rs`).
+// It relocks before it returns and never unwinds; the guard state is stateless and stays
+// valid. Any `RawMutex` works, one after another or at once. Wakeups may be spurious, so the
+// notify methods report `false` and `0`, as the trait requires.
+unsafe impl lock_api::RawCondvar for RawCondvar {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawCondvar = RawCondvar::new();
+    type RawMutex = RawMutex;
+
+    unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut GuardNoSend) {
+        // SAFETY: lock_api's caller holds `mutex`.
+        unsafe { RawCondvar::wait(self, mutex, None) };
+    }
+
+    fn notify_one(&self) -> bool {
+        RawCondvar::notify_one(self);
+        false
+    }
+
+    fn notify_all(&self) -> usize {
+        RawCondvar::notify_all(self);
+        0
+    }
+}
+
+// SAFETY: as for `RawCondvar`; a timed wait reports a timeout only once its deadline passed.
+unsafe impl lock_api::RawCondvarTimed for RawCondvar {
+    fn checked_duration_to_instant(timeout: &Duration) -> Option<Instant> {
+        Instant::now().checked_add(*timeout)
+    }
+
+    unsafe fn wait_until(
+        &self,
+        mutex: &RawMutex,
+        _guard: &mut GuardNoSend,
+        deadline: &Instant,
+    ) -> bool {
+        // SAFETY: lock_api's caller holds `mutex`.
+        unsafe { RawCondvar::wait(self, mutex, Some(Deadline::at(*deadline))) }
+    }
+}
+
+// SAFETY: `lock_shared`/`try_lock_shared*` give shared ownership and `lock_exclusive`/
+// `try_lock_exclusive*` exclusive ownership until the matching unlock (Acquire on taking,
+// Release on releasing); nothing unwinds; the guard states are stateless.
+unsafe impl lock_api::RawRwLock for RawRwLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawRwLock = RawRwLock::new();
+    type SharedGuard = GuardNoSend;
+    type ExclusiveGuard = GuardNoSend;
+
+    fn lock_shared(&self) -> GuardNoSend {
+        self.read();
+        GuardNoSend::new()
+    }
+
+    fn try_lock_shared(&self) -> Option<GuardNoSend> {
+        self.try_read().then(GuardNoSend::new)
+    }
+
+    unsafe fn unlock_shared(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of a read lock the caller holds.
+        unsafe { self.read_unlock() }
+    }
+
+    fn lock_exclusive(&self) -> GuardNoSend {
+        self.write();
+        GuardNoSend::new()
+    }
+
+    fn try_lock_exclusive(&self) -> Option<GuardNoSend> {
+        self.try_write().then(GuardNoSend::new)
+    }
+
+    unsafe fn unlock_exclusive(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of the write lock the caller holds.
+        unsafe { self.write_unlock() }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawRwLock::is_locked(self)
+    }
+
+    fn is_locked_exclusive(&self) -> bool {
+        RawRwLock::is_locked_exclusive(self)
+    }
+}
+
+// SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
+unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
+    unsafe fn downgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
+        // SAFETY: lock_api passes the guard state of the write lock the caller holds.
+        unsafe { RawRwLock::downgrade(self) };
+        GuardNoSend::new()
+    }
+}
+
+// SAFETY: as for `RawRwLock`; the timed variants give ownership only when they return a guard.
+unsafe impl lock_api::RawRwLockTimed for RawRwLock {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_shared_for(&self, timeout: Duration) -> Option<GuardNoSend> {
+        self.try_read_for(timeout).then(GuardNoSend::new)
+    }
+
+    fn try_lock_shared_until(&self, deadline: Instant) -> Option<GuardNoSend> {
+        self.try_read_until(deadline).then(GuardNoSend::new)
+    }
+
+    fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<GuardNoSend> {
+        self.try_write_for(timeout).then(GuardNoSend::new)
+    }
+
+    fn try_lock_exclusive_until(&self, deadline: Instant) -> Option<GuardNoSend> {
+        self.try_write_until(deadline).then(GuardNoSend::new)
+    }
+}
