@@ -47,6 +47,9 @@
 mod fairness;
 pub mod flipcall;
 pub mod futex;
+// Over the raw types' lock_api 0.5 impls, which model builds leave out (`src/raw/mod.rs`).
+#[cfg(all(feature = "lock_api_05", not(model)))]
+pub mod parking_lot;
 pub mod raw;
 pub mod spin;
 pub mod swap;
