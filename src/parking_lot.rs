@@ -38,10 +38,11 @@
 //! ```
 //!
 //! What parking_lot has and this module has not (yet): upgradable reads
-//! (`RwLockUpgradableReadGuard`) and fair unlocks of the RwLock, `RecursiveRwLock`, and its
-//! `Once` (use `std::sync::Once` or `OnceLock`). As with parking_lot, [`Condvar`] waits on
-//! [`Mutex`]'s guards only, not on [`FairMutex`]'s. Unlike parking_lot's, no guard is `Send`
-//! (there is no `send_guard` feature): a lock is released by the thread that took it.
+//! (`RwLockUpgradableReadGuard`), recursive reads (`read_recursive`), fair unlocks of the
+//! RwLock, `RecursiveRwLock`, and parking_lot's `Once` (use `std::sync::Once` or `OnceLock`).
+//! As with parking_lot, [`Condvar`] waits on [`Mutex`]'s guards only, not on [`FairMutex`]'s.
+//! Unlike parking_lot's, no guard is `Send` (there is no `send_guard` feature): a lock is
+//! released by the thread that took it.
 
 use core::num::NonZeroUsize;
 use std::time::{Duration, Instant};
@@ -95,8 +96,10 @@ pub type MappedRwLockWriteGuard<'a, T> = lock_api::MappedRwLockWriteGuard<'a, Ra
 /// `notify_one` returns `false` and `notify_all` 0.
 pub type Condvar = lock_api::Condvar<RawCondvar>;
 
-/// [`RawMutex`] with every unlock fair ([`RawMutex::unlock_fair`]): a thread asleep in an
-/// untimed lock is handed the lock, and no running thread can take it first. It costs a
+/// [`RawMutex`] with every unlock fair ([`RawMutex::unlock_fair`]): while threads sleep in an
+/// untimed lock, each unlock hands the lock to one of them, and a thread arriving meanwhile
+/// cannot take it (the order among the sleepers is the kernel's wake order, not a strict
+/// queue: see `unlock_fair`). It costs a
 /// wake-up's latency per contended unlock, during which nobody holds the lock usefully;
 /// [`Mutex`] hands off only now and then, so that no sleeper is passed over for long.
 #[derive(Debug, Default)]

@@ -110,7 +110,8 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
 
 // SAFETY: `lock_shared`/`try_lock_shared*` give shared ownership and `lock_exclusive`/
 // `try_lock_exclusive*` exclusive ownership until the matching unlock (Acquire on taking,
-// Release on releasing); nothing unwinds; the guard states are stateless.
+// Release on releasing); only `lock_shared` can panic (a reader count overflow), before it
+// takes anything; the guard states are stateless.
 unsafe impl lock_api::RawRwLock for RawRwLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawRwLock = RawRwLock::new();

@@ -150,8 +150,11 @@ impl RawMutex {
     }
 
     /// Releases the lock as [`unlock`](RawMutex::unlock) does, except that when a thread sleeps
-    /// in an untimed lock, the lock is handed to it: no running thread can take it first.
-    /// lock_api's `unlock_fair`. A hand-off costs the lock a wake-up's latency, during which
+    /// in an untimed lock, the lock is handed over: only a thread that has slept in `lock` can
+    /// take it (the one this unlock wakes, or one woken before it), never one arriving now.
+    /// lock_api's `unlock_fair`. It is not a queue: the kernel wakes sleepers in arrival
+    /// order, but a woken thread that finds the lock claimed by another sleeps again behind
+    /// the rest. A hand-off costs the lock a wake-up's latency, during which
     /// nobody uses it; [`unlock`](RawMutex::unlock) hands off only now and then, so that no
     /// sleeper is passed over for long.
     ///
