@@ -90,18 +90,26 @@ fn kernel_mode_is_refused_where_absent() {
     assert!(SwapMode::Emulated.is_available());
 }
 
-const ROUNDS: u64 = 1_000_000;
+/// Hand-offs per test: a million, or `FUTEXKIT_TEST_HAND_OFFS` (the kernel matrix's emulated
+/// guests ask for fewer: a million take minutes there, and each is still a whole hand-off).
+fn rounds() -> u64 {
+    std::env::var("FUTEXKIT_TEST_HAND_OFFS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000)
+}
 
 /// Two threads take turns on one word with `swap`; the counter proves strict alternation.
 #[test]
 fn a_million_swaps_lose_no_turn() {
+    let rounds = rounds();
     for mode in SwapMode::available() {
         let turn = Arc::new(Futex::new(0));
         let counter = Arc::new(AtomicU64::new(0));
         let side = |me: u32, turn: Arc<Futex>, counter: Arc<AtomicU64>| {
             move || {
                 let other = 1 - me;
-                for round in 0..ROUNDS {
+                for round in 0..rounds {
                     while turn.load(Ordering::Acquire) != me {
                         let _ = turn.wait(other, None);
                     }
@@ -109,7 +117,7 @@ fn a_million_swaps_lose_no_turn() {
                     assert_eq!(c % 2, u64::from(me), "double turn");
                     counter.store(c + 1, Ordering::Relaxed);
                     turn.store(other, Ordering::Release);
-                    if me == 1 && round + 1 == ROUNDS {
+                    if me == 1 && round + 1 == rounds {
                         // Side 1's last hand-off: nobody will pass the turn back.
                         turn.wake(1).unwrap();
                     } else {
@@ -121,7 +129,7 @@ fn a_million_swaps_lose_no_turn() {
         let b = std::thread::spawn(side(1, Arc::clone(&turn), Arc::clone(&counter)));
         side(0, Arc::clone(&turn), Arc::clone(&counter))();
         b.join().unwrap();
-        assert_eq!(counter.load(Ordering::Relaxed), 2 * ROUNDS, "{mode:?}");
+        assert_eq!(counter.load(Ordering::Relaxed), 2 * rounds, "{mode:?}");
         if mode == SwapMode::Kernel {
             kernel_path::ran("swap", "a_million_swaps_lose_no_turn");
         }
@@ -131,17 +139,18 @@ fn a_million_swaps_lose_no_turn() {
 /// The same with Parker::swap_to.
 #[test]
 fn a_million_parker_hand_offs_lose_no_turn() {
+    let rounds = rounds();
     let sides = Arc::new([Parker::new(), Parker::new()]);
     let counter = Arc::new(AtomicU64::new(0));
     let b = {
         let (sides, counter) = (Arc::clone(&sides), Arc::clone(&counter));
         std::thread::spawn(move || {
             sides[1].park(None).unwrap();
-            for round in 0..ROUNDS {
+            for round in 0..rounds {
                 let c = counter.load(Ordering::Relaxed);
                 assert_eq!(c % 2, 1, "double turn");
                 counter.store(c + 1, Ordering::Relaxed);
-                if round + 1 < ROUNDS {
+                if round + 1 < rounds {
                     sides[1].swap_to(&sides[0], None).unwrap();
                 } else {
                     sides[0].unpark();
@@ -149,14 +158,14 @@ fn a_million_parker_hand_offs_lose_no_turn() {
             }
         })
     };
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let c = counter.load(Ordering::Relaxed);
         assert_eq!(c % 2, 0, "double turn");
         counter.store(c + 1, Ordering::Relaxed);
         sides[0].swap_to(&sides[1], None).unwrap();
     }
     b.join().unwrap();
-    assert_eq!(counter.load(Ordering::Relaxed), 2 * ROUNDS);
+    assert_eq!(counter.load(Ordering::Relaxed), 2 * rounds);
 }
 
 #[test]
