@@ -140,11 +140,7 @@ impl RawMutex {
     /// The calling thread must hold the lock (taken with `lock` or a successful `try_lock*`).
     #[inline]
     pub unsafe fn unlock(&self) {
-        if self
-            .word
-            .compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
+        if !self.release_uncontended() {
             self.unlock_contended(crate::fairness::hand_off_now());
         }
     }
@@ -154,9 +150,9 @@ impl RawMutex {
     /// take it (the one this unlock wakes, or one woken before it), never one arriving now.
     /// lock_api's `unlock_fair`. It is not a queue: the kernel wakes sleepers in arrival
     /// order, but a woken thread that finds the lock claimed by another sleeps again behind
-    /// the rest. A hand-off costs the lock a wake-up's latency, during which
-    /// nobody uses it; [`unlock`](RawMutex::unlock) hands off only now and then, so that no
-    /// sleeper is passed over for long.
+    /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
+    /// [`unlock`](RawMutex::unlock) hands off only now and then, so that no sleeper is passed
+    /// over for long.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never handed the lock, as
     /// one may give up at its deadline with the lock in trust for it: after a fair unlock with
@@ -179,13 +175,18 @@ impl RawMutex {
     /// ```
     #[inline]
     pub unsafe fn unlock_fair(&self) {
-        if self
-            .word
-            .compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
+        if !self.release_uncontended() {
             self.unlock_contended(true);
         }
+    }
+
+    /// An unlock's fast path: `LOCKED -> UNLOCKED` by one CAS, which fails if threads may sleep
+    /// (`CONTENDED`: the slow path's business).
+    #[inline]
+    fn release_uncontended(&self) -> bool {
+        self.word
+            .compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Whether some thread holds the lock now (a snapshot).
