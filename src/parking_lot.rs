@@ -37,9 +37,8 @@
 //! assert_eq!(*outer + *inner, 6);
 //! ```
 //!
-//! What parking_lot has and this module has not (yet): upgradable reads
-//! (`RwLockUpgradableReadGuard`), recursive reads (`read_recursive`), fair unlocks of the
-//! RwLock, `RecursiveRwLock`, and parking_lot's `Once` (use `std::sync::Once` or `OnceLock`).
+//! What parking_lot has and this module has not (yet): recursive reads (`read_recursive`),
+//! fair unlocks of the RwLock, `RecursiveRwLock`, and parking_lot's `Once` (use `std::sync::Once` or `OnceLock`).
 //! As with parking_lot, [`Condvar`] waits on [`Mutex`]'s guards only, not on [`FairMutex`]'s.
 //! Unlike parking_lot's, no guard is `Send` (there is no `send_guard` feature): a lock is
 //! released by the thread that took it.
@@ -51,8 +50,8 @@ use lock_api_05::GuardNoSend;
 
 pub use lock_api_05 as lock_api;
 pub use lock_api_05::{
-    ArcMutexGuard, ArcReentrantMutexGuard, ArcRwLockReadGuard, ArcRwLockWriteGuard,
-    WaitTimeoutResult,
+    ArcMutexGuard, ArcReentrantMutexGuard, ArcRwLockReadGuard, ArcRwLockUpgradableReadGuard,
+    ArcRwLockWriteGuard, WaitTimeoutResult,
 };
 
 pub use crate::raw::{RawCondvar, RawMutex, RawRwLock};
@@ -86,6 +85,9 @@ pub type RwLock<T> = lock_api::RwLock<RawRwLock, T>;
 pub type RwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawRwLock, T>;
 /// The write lock on a [`RwLock`].
 pub type RwLockWriteGuard<'a, T> = lock_api::RwLockWriteGuard<'a, RawRwLock, T>;
+/// The upgradable read on a [`RwLock`]: shared with readers, exclusive of writers and other
+/// upgradable readers, and able to become the write lock with no writer in between.
+pub type RwLockUpgradableReadGuard<'a, T> = lock_api::RwLockUpgradableReadGuard<'a, RawRwLock, T>;
 /// A read lock on a [`RwLock`], narrowed to part of the data.
 pub type MappedRwLockReadGuard<'a, T> = lock_api::MappedRwLockReadGuard<'a, RawRwLock, T>;
 /// The write lock on a [`RwLock`], narrowed to part of the data.

@@ -2,12 +2,15 @@
 //! `--cfg shuttle`; see `tests/model/mod.rs`): a writer excludes readers and writers (a value
 //! written in two relaxed halves is never seen torn, and an increment split into a load and a
 //! store loses nothing), no lost wakeup between readers and writers (the checker reports a
-//! deadlock), timed readers and writers beside untimed ones, downgrade, and a barrier reused
-//! across rounds with one leader each. The code checked is the shipped code.
+//! deadlock), timed readers and writers beside untimed ones, downgrade, upgradable reads (one
+//! at a time; an upgrade lets no writer in and is not stranded by the readers it waits for;
+//! timed upgrades; downgrades between the three modes), and a barrier reused across rounds with
+//! one leader each. The code checked is the shipped code.
 #![cfg(any(loom, shuttle))]
 
 mod model;
 
+use futexkit::raw::RawRwLock;
 use futexkit::sync::{Barrier, RwLock, RwLockWriteGuard};
 use model::atomic::{AtomicUsize, Ordering};
 use model::{check, in_threads, Arc, FAR};
@@ -151,6 +154,163 @@ fn downgrade_with_a_reader_and_a_writer_waiting() {
             ],
             2,
         );
+    });
+}
+
+/// The raw lock with data a writer updates in two relaxed halves, for the upgradable read,
+/// which `futexkit::sync` does not offer (lock_api's guards call these same methods).
+struct RawHalves {
+    lock: RawRwLock,
+    a: AtomicUsize,
+    b: AtomicUsize,
+}
+
+impl RawHalves {
+    fn new() -> RawHalves {
+        RawHalves {
+            lock: RawRwLock::new(),
+            a: AtomicUsize::new(0),
+            b: AtomicUsize::new(0),
+        }
+    }
+
+    /// Increments both halves, one at a time; the caller holds the write lock.
+    fn bump(&self) {
+        let v = self.a.load(Ordering::Relaxed);
+        self.a.store(v + 1, Ordering::Relaxed);
+        model::thread::yield_now();
+        self.b.store(v + 1, Ordering::Relaxed);
+    }
+
+    /// Checks that no writer is halfway; the caller holds a read lock of some kind.
+    fn check(&self) -> usize {
+        let a = self.a.load(Ordering::Relaxed);
+        model::thread::yield_now();
+        assert_eq!(
+            a,
+            self.b.load(Ordering::Relaxed),
+            "a reader saw a writer's half-done update"
+        );
+        a
+    }
+
+    fn write(&self) {
+        self.lock.write();
+        self.bump();
+        // SAFETY: taken just above.
+        unsafe { self.lock.write_unlock() };
+    }
+
+    fn read(&self) {
+        self.lock.read();
+        self.check();
+        // SAFETY: taken just above.
+        unsafe { self.lock.read_unlock() };
+    }
+
+    /// Takes the upgradable read, reads, upgrades and writes: what it read is still there
+    /// once upgraded (no writer came in between, no other upgradable reader read it too).
+    fn upgrade_and_write(&self) {
+        self.lock.upgradable_read();
+        let seen = self.check();
+        // SAFETY: this thread holds the upgradable read; then the write lock.
+        unsafe {
+            self.lock.upgrade();
+            assert_eq!(
+                self.a.load(Ordering::Relaxed),
+                seen,
+                "a write came in during an upgrade"
+            );
+            self.bump();
+            self.lock.write_unlock();
+        }
+    }
+}
+
+type RawJob = Box<dyn FnOnce(&RawHalves) + Send>;
+
+fn run_raw(jobs: Vec<RawJob>, writes: usize) {
+    let shared = Arc::new(RawHalves::new());
+    in_threads(&shared, jobs);
+    assert_eq!(shared.a.load(Ordering::Relaxed), writes, "no write lost");
+    assert!(shared.lock.try_write(), "the lock ends free");
+}
+
+/// An upgrade while a reader holds the lock and a writer waits: the reader's leaving wakes the
+/// upgrader, no write comes in between the upgradable read and the upgrade, and the writer,
+/// asleep meanwhile, is not stranded.
+#[test]
+fn an_upgrade_beside_a_reader_and_a_writer() {
+    let (readers, writers) = if cfg!(loom) { (1, 1) } else { (3, 2) };
+    check(2, move || {
+        let mut jobs: Vec<RawJob> = vec![Box::new(|h| h.upgrade_and_write())];
+        for _ in 0..readers {
+            jobs.push(Box::new(|h| h.read()));
+        }
+        for _ in 0..writers {
+            jobs.push(Box::new(|h| h.write()));
+        }
+        run_raw(jobs, 1 + writers);
+    });
+}
+
+/// Two threads take the upgradable read and upgrade: one at a time, so neither loses the
+/// other's write and neither waits for the other's read forever.
+#[test]
+fn upgradable_reads_exclude_each_other() {
+    let upgraders = if cfg!(loom) { 2 } else { 4 };
+    check(2, move || {
+        let mut jobs: Vec<RawJob> = Vec::new();
+        for _ in 0..upgraders {
+            jobs.push(Box::new(|h| h.upgrade_and_write()));
+        }
+        if cfg!(shuttle) {
+            jobs.push(Box::new(|h| h.read()));
+            jobs.push(Box::new(|h| h.write()));
+        }
+        let writes = upgraders + usize::from(cfg!(shuttle));
+        run_raw(jobs, writes);
+    });
+}
+
+/// A timed upgrade beside a reader and a writer, then the downgrades: write lock to upgradable
+/// read to plain read. The upgrade either happens or gives up leaving nothing that keeps the
+/// others out; a thread waiting for the upgradable read is woken when it is downgraded.
+#[test]
+fn timed_upgrade_and_downgrades() {
+    check(2, || {
+        let shared = Arc::new(RawHalves::new());
+        let upgraded = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&upgraded);
+        let mut jobs: Vec<RawJob> = vec![
+            Box::new(move |h| {
+                h.lock.upgradable_read();
+                h.check();
+                // SAFETY: this thread holds the upgradable read, and the lock of each mode
+                // it downgrades from.
+                unsafe {
+                    if h.lock.try_upgrade_for(FAR) {
+                        h.bump();
+                        counted.fetch_add(1, Ordering::Relaxed);
+                        h.lock.downgrade_to_upgradable();
+                    }
+                    h.check();
+                    h.lock.downgrade_upgradable();
+                    h.check();
+                    h.lock.read_unlock();
+                }
+            }),
+            Box::new(|h| h.write()),
+        ];
+        jobs.push(if cfg!(loom) {
+            Box::new(|h| h.read())
+        } else {
+            Box::new(|h| h.upgrade_and_write())
+        });
+        in_threads(&shared, jobs);
+        let writes = 1 + upgraded.load(Ordering::Relaxed) + usize::from(cfg!(shuttle));
+        assert_eq!(shared.a.load(Ordering::Relaxed), writes, "no write lost");
+        assert!(shared.lock.try_write(), "the lock ends free");
     });
 }
 

@@ -1,12 +1,14 @@
 //! parking_lot 0.13's own tests of its `rwlock` (the test modules at the end of its `src/rwlock.rs`),
 //! run on `futexkit::parking_lot` with only the paths changed (`crate::` to
-//! `futexkit::parking_lot::`). Exceptions, if any, are listed at the tests they replace.
+//! `futexkit::parking_lot::`; `test_issue_430` without its `cfg(feature = "arc_lock")`, as
+//! `futexkit::parking_lot` always has the `Arc` guards). Exceptions, if any, are listed at the
+//! tests they replace.
 //! parking_lot is Amanieu d'Antras's, under the Apache-2.0 or MIT license.
 #![cfg(all(feature = "lock_api_05", not(model)))]
 
 #[cfg(test)]
 mod tests {
-    use futexkit::parking_lot::{RwLock, RwLockWriteGuard};
+    use futexkit::parking_lot::{RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
     use rand::RngExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -18,7 +20,16 @@ mod tests {
     #[derive(Eq, PartialEq, Debug)]
     struct NonCopy(i32);
 
-    // Not ported: `smoke`: it takes upgradable reads, not implemented yet (`RwLockUpgradableReadGuard`).
+    #[test]
+    fn smoke() {
+        let l = RwLock::new(());
+        drop(l.read());
+        drop(l.write());
+        drop(l.upgradable_read());
+        drop((l.read(), l.read()));
+        drop((l.read(), l.upgradable_read()));
+        drop(l.write());
+    }
 
     #[test]
     fn frob() {
@@ -98,7 +109,59 @@ mod tests {
         assert_eq!(*lock, 1);
     }
 
-    // Not ported: `test_ruw_arc`: it takes upgradable reads, not implemented yet (`RwLockUpgradableReadGuard`).
+    #[test]
+    fn test_ruw_arc() {
+        let arc = Arc::new(RwLock::new(0));
+        let arc2 = arc.clone();
+
+        let writer = thread::spawn(move || {
+            for _ in 0..10 {
+                let mut lock = arc2.write();
+                let tmp = *lock;
+                *lock = -1;
+                thread::yield_now();
+                *lock = tmp + 1;
+            }
+        });
+
+        let mut children = Vec::new();
+
+        // Upgradable readers try to catch the writer in the act and also
+        // try to touch the value
+        for _ in 0..5 {
+            let arc3 = arc.clone();
+            children.push(thread::spawn(move || {
+                let lock = arc3.upgradable_read();
+                let tmp = *lock;
+                assert!(tmp >= 0);
+                thread::yield_now();
+                let mut lock = RwLockUpgradableReadGuard::upgrade(lock);
+                assert_eq!(tmp, *lock);
+                *lock = -1;
+                thread::yield_now();
+                *lock = tmp + 1;
+            }));
+        }
+
+        // Readers try to catch the writers in the act
+        for _ in 0..5 {
+            let arc4 = arc.clone();
+            children.push(thread::spawn(move || {
+                let lock = arc4.read();
+                assert!(*lock >= 0);
+            }));
+        }
+
+        // Wait for children to pass their asserts
+        for r in children {
+            assert!(r.join().is_ok());
+        }
+
+        // Wait for writer to finish
+        writer.join().unwrap();
+        let lock = arc.read();
+        assert_eq!(*lock, 15);
+    }
 
     #[test]
     fn test_rw_arc() {
@@ -172,11 +235,125 @@ mod tests {
 
     // Not ported: `test_read_with_waiting_writer`: it polls `has_parked_threads`, a method of parking_lot's own raw lock, not of lock_api's traits.
 
-    // Not ported: `test_rwlock_try_read`: it takes upgradable reads, not implemented yet (`RwLockUpgradableReadGuard`).
+    #[test]
+    fn test_rwlock_try_read() {
+        let lock = RwLock::new(0isize);
+        {
+            let read_guard = lock.read();
 
-    // Not ported: `test_rwlock_try_write`: it takes upgradable reads, not implemented yet (`RwLockUpgradableReadGuard`).
+            let read_result = lock.try_read();
+            assert!(
+                read_result.is_some(),
+                "try_read should succeed while read_guard is in scope"
+            );
 
-    // Not ported: `test_rwlock_try_upgrade`: it takes upgradable reads, not implemented yet (`RwLockUpgradableReadGuard`).
+            drop(read_guard);
+        }
+        {
+            let upgrade_guard = lock.upgradable_read();
+
+            let read_result = lock.try_read();
+            assert!(
+                read_result.is_some(),
+                "try_read should succeed while upgrade_guard is in scope"
+            );
+
+            drop(upgrade_guard);
+        }
+        {
+            let write_guard = lock.write();
+
+            let read_result = lock.try_read();
+            assert!(
+                read_result.is_none(),
+                "try_read should fail while write_guard is in scope"
+            );
+
+            drop(write_guard);
+        }
+    }
+
+    #[test]
+    fn test_rwlock_try_write() {
+        let lock = RwLock::new(0isize);
+        {
+            let read_guard = lock.read();
+
+            let write_result = lock.try_write();
+            assert!(
+                write_result.is_none(),
+                "try_write should fail while read_guard is in scope"
+            );
+            assert!(lock.is_locked());
+            assert!(!lock.is_locked_exclusive());
+
+            drop(read_guard);
+        }
+        {
+            let upgrade_guard = lock.upgradable_read();
+
+            let write_result = lock.try_write();
+            assert!(
+                write_result.is_none(),
+                "try_write should fail while upgrade_guard is in scope"
+            );
+            assert!(lock.is_locked());
+            assert!(!lock.is_locked_exclusive());
+
+            drop(upgrade_guard);
+        }
+        {
+            let write_guard = lock.write();
+
+            let write_result = lock.try_write();
+            assert!(
+                write_result.is_none(),
+                "try_write should fail while write_guard is in scope"
+            );
+            assert!(lock.is_locked());
+            assert!(lock.is_locked_exclusive());
+
+            drop(write_guard);
+        }
+    }
+
+    #[test]
+    fn test_rwlock_try_upgrade() {
+        let lock = RwLock::new(0isize);
+        {
+            let read_guard = lock.read();
+
+            let upgrade_result = lock.try_upgradable_read();
+            assert!(
+                upgrade_result.is_some(),
+                "try_upgradable_read should succeed while read_guard is in scope"
+            );
+
+            drop(read_guard);
+        }
+        {
+            let upgrade_guard = lock.upgradable_read();
+
+            let upgrade_result = lock.try_upgradable_read();
+            assert!(
+                upgrade_result.is_none(),
+                "try_upgradable_read should fail while upgrade_guard is in scope"
+            );
+
+            drop(upgrade_guard);
+        }
+        {
+            let write_guard = lock.write();
+
+            let upgrade_result = lock.try_upgradable_read();
+            assert!(
+                upgrade_result.is_none(),
+                "try_upgradable should fail while write_guard is in scope"
+            );
+
+            drop(write_guard);
+        }
+    }
 
     #[test]
     fn test_into_inner() {
@@ -313,5 +490,20 @@ mod tests {
         }
     }
 
-    // Not ported: `test_issue_430`: it takes upgradable reads, not implemented yet (`RwLockUpgradableReadGuard`).
+    #[test]
+    fn test_issue_430() {
+        let lock = std::sync::Arc::new(RwLock::new(0));
+
+        let mut rl = lock.upgradable_read_arc();
+
+        rl.with_upgraded(|_| {
+            println!("lock upgrade");
+        });
+
+        rl.with_upgraded(|_| {
+            println!("lock upgrade");
+        });
+
+        drop(lock);
+    }
 }

@@ -127,3 +127,67 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
         self.try_write_until(deadline)
     }
 }
+
+// SAFETY: `lock_upgradable`/`try_lock_upgradable` give shared ownership that excludes writers
+// and other upgradable readers until `unlock_upgradable` (Acquire, Release); `upgrade` and a
+// successful `try_upgrade` turn it into exclusive ownership once the other readers have left,
+// acquiring from their releases, with no writer in between.
+unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
+    fn lock_upgradable(&self) {
+        self.upgradable_read();
+    }
+
+    fn try_lock_upgradable(&self) -> bool {
+        self.try_upgradable_read()
+    }
+
+    unsafe fn unlock_upgradable(&self) {
+        // SAFETY: lock_api calls this only for the upgradable read the caller holds.
+        unsafe { self.upgradable_unlock() }
+    }
+
+    unsafe fn upgrade(&self) {
+        // SAFETY: as above.
+        unsafe { RawRwLock::upgrade(self) }
+    }
+
+    unsafe fn try_upgrade(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { RawRwLock::try_upgrade(self) }
+    }
+}
+
+// SAFETY: both downgrades change the caller's mode atomically, with no writer in between.
+unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
+    unsafe fn downgrade_upgradable(&self) {
+        // SAFETY: lock_api calls this only for the upgradable read the caller holds.
+        unsafe { RawRwLock::downgrade_upgradable(self) }
+    }
+
+    unsafe fn downgrade_to_upgradable(&self) {
+        // SAFETY: lock_api calls this only for the write lock the caller holds.
+        unsafe { RawRwLock::downgrade_to_upgradable(self) }
+    }
+}
+
+// SAFETY: as for `lock_api::RawRwLockUpgrade`; the timed variants give ownership (or the
+// upgrade) only when they return true, and a failed upgrade leaves the upgradable read held.
+unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
+    fn try_lock_upgradable_for(&self, timeout: Duration) -> bool {
+        self.try_upgradable_read_for(timeout)
+    }
+
+    fn try_lock_upgradable_until(&self, deadline: Instant) -> bool {
+        self.try_upgradable_read_until(deadline)
+    }
+
+    unsafe fn try_upgrade_for(&self, timeout: Duration) -> bool {
+        // SAFETY: lock_api calls this only for the upgradable read the caller holds.
+        unsafe { RawRwLock::try_upgrade_for(self, timeout) }
+    }
+
+    unsafe fn try_upgrade_until(&self, deadline: Instant) -> bool {
+        // SAFETY: as above.
+        unsafe { RawRwLock::try_upgrade_until(self, deadline) }
+    }
+}

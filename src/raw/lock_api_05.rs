@@ -185,3 +185,95 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
         self.try_write_until(deadline).then(GuardNoSend::new)
     }
 }
+
+// SAFETY: `lock_upgradable`/`try_lock_upgradable*` give shared ownership that excludes writers
+// and other upgradable readers until `unlock_upgradable` (Acquire, Release); `upgrade` and a
+// successful `try_upgrade*` turn it into exclusive ownership once the other readers have left,
+// acquiring from their releases, with no writer in between; a failed one leaves the upgradable
+// read held and returns its (stateless) guard state.
+unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
+    type UpgradableGuard = GuardNoSend;
+
+    fn lock_upgradable(&self) -> GuardNoSend {
+        self.upgradable_read();
+        GuardNoSend::new()
+    }
+
+    fn try_lock_upgradable(&self) -> Option<GuardNoSend> {
+        self.try_upgradable_read().then(GuardNoSend::new)
+    }
+
+    unsafe fn unlock_upgradable(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
+        unsafe { self.upgradable_unlock() }
+    }
+
+    unsafe fn upgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
+        // SAFETY: as above.
+        unsafe { RawRwLock::upgrade(self) };
+        GuardNoSend::new()
+    }
+
+    unsafe fn try_upgrade(&self, guard: GuardNoSend) -> Result<GuardNoSend, GuardNoSend> {
+        // SAFETY: as above.
+        if unsafe { RawRwLock::try_upgrade(self) } {
+            Ok(GuardNoSend::new())
+        } else {
+            Err(guard)
+        }
+    }
+}
+
+// SAFETY: both downgrades change the caller's mode atomically, with no writer in between.
+unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
+    unsafe fn downgrade_upgradable(&self, _guard: GuardNoSend) -> GuardNoSend {
+        // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
+        unsafe { RawRwLock::downgrade_upgradable(self) };
+        GuardNoSend::new()
+    }
+
+    unsafe fn downgrade_to_upgradable(&self, _guard: GuardNoSend) -> GuardNoSend {
+        // SAFETY: lock_api passes the guard state of the write lock the caller holds.
+        unsafe { RawRwLock::downgrade_to_upgradable(self) };
+        GuardNoSend::new()
+    }
+}
+
+// SAFETY: as for `lock_api::RawRwLockUpgrade`; the timed variants give ownership (or the
+// upgrade) only when they return `Some`/`Ok`.
+unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
+    fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<GuardNoSend> {
+        self.try_upgradable_read_for(timeout).then(GuardNoSend::new)
+    }
+
+    fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<GuardNoSend> {
+        self.try_upgradable_read_until(deadline)
+            .then(GuardNoSend::new)
+    }
+
+    unsafe fn try_upgrade_for(
+        &self,
+        guard: GuardNoSend,
+        timeout: Duration,
+    ) -> Result<GuardNoSend, GuardNoSend> {
+        // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
+        if unsafe { RawRwLock::try_upgrade_for(self, timeout) } {
+            Ok(GuardNoSend::new())
+        } else {
+            Err(guard)
+        }
+    }
+
+    unsafe fn try_upgrade_until(
+        &self,
+        guard: GuardNoSend,
+        deadline: Instant,
+    ) -> Result<GuardNoSend, GuardNoSend> {
+        // SAFETY: as above.
+        if unsafe { RawRwLock::try_upgrade_until(self, deadline) } {
+            Ok(GuardNoSend::new())
+        } else {
+            Err(guard)
+        }
+    }
+}

@@ -7,20 +7,23 @@
 //!
 //! | field             | bits | meaning | set by | cleared by |
 //! |-------------------|------|---------|--------|------------|
-//! | `WRITERS_WAITING` | 0    | writers sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer giving up (which wakes every sleeper with it) |
-//! | `READERS_WAITING` | 1    | readers sleep on the word, or are about to | a reader about to sleep | an unlock or downgrade that wakes every reader |
-//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock or downgrade that woke readers while writers wait | the read unlock that leaves no reader |
-//! | count             | 3-31 | readers holding the lock; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
+//! | `WRITERS_WAITING` | 0    | writers (or the upgrader) sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer or upgrader about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer or upgrader giving up (which wakes every sleeper with it) |
+//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | an unlock or downgrade that wakes every reader |
+//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock or downgrade that woke readers while writers wait | the read unlock that leaves no reader; an upgrade |
+//! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
+//! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
+//! | count             | 5-31 | readers holding the lock, the upgradable one included; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
 //!
-//! Readers and writers sleep on the same word with different futex bitsets, so a wake reaches
-//! one kind only; untimed and timed readers have bitsets of their own too.
+//! Readers, upgradable readers, writers and the upgrader sleep on the same word with different
+//! futex bitsets, so a wake reaches one kind only; untimed and timed readers have bitsets of
+//! their own too.
 //!
 //! Invariants:
 //!
 //! 1. **No lost wakeup.** A waiter sleeps only on the exact value it saw, with its waiting bit
-//!    set in it. An unlock that clears `READERS_WAITING` wakes every reader. A writer that took
-//!    the lock after sleeping holds it with `WRITERS_WAITING` set, since others may sleep
-//!    still, so that its own unlock looks for the next.
+//!    set in it. An unlock that clears `READERS_WAITING` wakes every reader, upgradable ones
+//!    included. A writer that took the lock after sleeping holds it with `WRITERS_WAITING`
+//!    set, since others may sleep still, so that its own unlock looks for the next.
 //! 2. **No bit outlives its waiters where it blocks others.** A stale `READERS_WAITING` costs a
 //!    spurious wake, nothing more. `WRITERS_WAITING` keeps readers out, so a timed writer that
 //!    gives up clears it and wakes every sleeper in one `FUTEX_WAKE_OP`, atomically with
@@ -46,6 +49,15 @@
 //!    readers are not counted on: their bitset is not in the first wake.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
+//! 6. **One upgradable reader, and its upgrade neither deadlocks nor starves.** The upgradable
+//!    reader is a reader in the count, so writers wait for it as for any reader; `UPGRADABLE`
+//!    keeps out a second one, which sleeps as a reader does (`READERS_WAITING`, a bitset of its
+//!    own) and is woken by the release of `UPGRADABLE` or with every reader. An upgrade waits
+//!    for the count to fall to one, itself: no writer can take the lock meanwhile (the count
+//!    is not zero), nor can another upgrader. It sets `WRITERS_WAITING` as a writer does, so
+//!    that no new reader comes in but in a read phase, and `UPGRADING`, so that the read unlock
+//!    that leaves it alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it
+//!    is the phase's last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
 //!
 //! ## Transitions
 //!
@@ -59,8 +71,15 @@
 //! * **write unlock**: one CAS to 0, unless threads wait: open a read phase (invariant 4) if
 //!   readers and writers wait and the fairness policy says so; else wake one writer if writers
 //!   wait; else every reader.
-//! * **downgrade**: the writer becomes a reader and wakes the waiting readers, in a read phase
-//!   if writers wait (this reader's unlock closes it at the latest).
+//! * **downgrade**: the writer becomes a reader (or the upgradable reader) and wakes the
+//!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
+//!   latest).
+//! * **upgradable read**: as a read, and only while `UPGRADABLE` is clear, which it sets.
+//!   Its unlock is a read unlock that clears `UPGRADABLE` and wakes the upgradable readers
+//!   if readers wait; so is its downgrade to a plain read, without the unlock.
+//! * **upgrade**: one CAS to `WRITE_LOCKED` if the count is one. Else spin while nobody
+//!   waits; then set `WRITERS_WAITING | UPGRADING` and sleep (invariant 6). A timed upgrade
+//!   that gives up clears both and wakes every sleeper, as a timed writer does.
 //!
 //! Policy lives apart: how long to spin in [`crate::spin`], when to open a read phase in
 //! `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
@@ -75,40 +94,57 @@ use crate::spin::SpinWait;
 const WRITERS_WAITING: u32 = 1 << 0;
 const READERS_WAITING: u32 = 1 << 1;
 const READ_PHASE: u32 = 1 << 2;
-/// One reader in the count (bits 3-31).
-const READER: u32 = 1 << 3;
+const UPGRADABLE: u32 = 1 << 3;
+const UPGRADING: u32 = 1 << 4;
+/// One reader in the count (bits 5-31).
+const READER: u32 = 1 << 5;
 const WRITE_LOCKED: u32 = !(READER - 1);
 /// The most readers at once: one fewer than `WRITE_LOCKED` counts.
-const MAX_READERS: u32 = (WRITE_LOCKED >> 3) - 1;
+const MAX_READERS: u32 = (WRITE_LOCKED >> 5) - 1;
+
+/// What a plain read lock adds to the word, and what an upgradable one adds.
+const PLAIN_READ: u32 = READER;
+const UPGRADABLE_READ: u32 = READER | UPGRADABLE;
 
 /// Futex bitsets: who sleeps with which, so that a wake reaches one kind only.
-const UNTIMED_READER: u32 = 0b001;
-const TIMED_READER: u32 = 0b010;
-const ANY_READER: u32 = UNTIMED_READER | TIMED_READER;
-const WRITER: u32 = 0b100;
+const UNTIMED_READER: u32 = 0b0_0001;
+const TIMED_READER: u32 = 0b0_0010;
+const UPGRADABLE_READER: u32 = 0b0_1000;
+/// Every sleeper that set `READERS_WAITING`.
+const ANY_READER: u32 = UNTIMED_READER | TIMED_READER | UPGRADABLE_READER;
+const WRITER: u32 = 0b0_0100;
+const UPGRADER: u32 = 0b1_0000;
 
 /// Readers holding the lock (`MAX_READERS + 1` while a writer holds it).
 fn readers(state: u32) -> u32 {
-    state >> 3
+    state >> 5
 }
 
 fn is_write_locked(state: u32) -> bool {
     state & WRITE_LOCKED == WRITE_LOCKED
 }
 
-/// Whether a reader may take the lock now; `woken`: it was woken from a sleep in this attempt.
-fn read_lockable(state: u32, woken: bool) -> bool {
+/// Whether a read lock of kind `held` (`PLAIN_READ` or `UPGRADABLE_READ`) may be taken now;
+/// `woken`: the thread was woken from a sleep in this attempt.
+fn read_lockable(state: u32, held: u32, woken: bool) -> bool {
     readers(state) < MAX_READERS
         && (state & WRITERS_WAITING == 0 || (woken && state & READ_PHASE != 0))
+        && state & held & UPGRADABLE == 0
 }
 
 fn write_lockable(state: u32) -> bool {
     readers(state) == 0 && state & READ_PHASE == 0
 }
 
+/// The word after the upgradable reader, alone in the count, upgrades (invariant 6).
+fn upgraded(state: u32) -> u32 {
+    (state & (WRITERS_WAITING | READERS_WAITING)) | WRITE_LOCKED
+}
+
 /// The lock without the data: one 32-bit futex word (its state table is at the top of
-/// `src/raw/rwlock.rs`). [`RwLock`](crate::sync::RwLock) is this plus a poison flag and the data; with the
-/// `lock_api` feature it implements `lock_api::RawRwLock`, `RawRwLockDowngrade` and `RawRwLockTimed`.
+/// `src/raw/rwlock.rs`). [`RwLock`](crate::sync::RwLock) is this plus a poison flag and the
+/// data; with the `lock_api` or `lock_api_05` feature it implements lock_api's `RawRwLock`,
+/// `RawRwLockDowngrade`, `RawRwLockTimed` and the upgradable-read traits.
 ///
 /// ```
 /// use futexkit::raw::RawRwLock;
@@ -124,6 +160,26 @@ fn write_lockable(state: u32) -> bool {
 /// assert!(raw.try_write());
 /// // SAFETY: taken just above.
 /// unsafe { raw.write_unlock() };
+/// ```
+///
+/// An upgradable read shares the lock with readers, excludes writers and other upgradable
+/// readers, and can become the write lock with nothing written in between:
+///
+/// ```
+/// use futexkit::raw::RawRwLock;
+///
+/// let raw = RawRwLock::new();
+/// raw.upgradable_read();
+/// assert!(raw.try_read());
+/// assert!(!raw.try_upgradable_read());
+/// // SAFETY: this thread holds a plain read lock, taken just above.
+/// unsafe { raw.read_unlock() };
+/// // SAFETY: this thread holds the upgradable read; once upgraded, the write lock.
+/// unsafe {
+///     raw.upgrade();
+///     assert!(raw.is_locked_exclusive());
+///     raw.write_unlock();
+/// }
 /// ```
 #[derive(Default)]
 pub struct RawRwLock {
@@ -143,6 +199,10 @@ impl fmt::Debug for RawRwLock {
                     readers(state)
                 },
             )
+            .field(
+                "upgradable",
+                &(!is_write_locked(state) && state & UPGRADABLE != 0),
+            )
             .finish()
     }
 }
@@ -161,11 +221,11 @@ impl RawRwLock {
     ///
     /// # Panics
     ///
-    /// If the lock already has the most readers it can count (2^29 - 1).
+    /// If the lock already has the most readers it can count (2^27 - 1).
     #[inline]
     pub fn read(&self) {
         if !self.try_read() {
-            self.read_contended(None);
+            self.read_contended(PLAIN_READ, None);
         }
     }
 
@@ -173,23 +233,60 @@ impl RawRwLock {
     /// did.
     #[inline]
     pub fn try_read(&self) -> bool {
+        self.try_read_kind(PLAIN_READ)
+    }
+
+    #[inline]
+    fn try_read_kind(&self, held: u32) -> bool {
         let state = self.state.load(Ordering::Relaxed);
-        read_lockable(state, false)
+        read_lockable(state, held, false)
             && self
                 .state
-                .compare_exchange_weak(state, state + READER, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange_weak(state, state + held, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
     }
 
     /// Blocks until this thread holds a read lock or `deadline` passes; returns whether it
     /// does.
     pub fn try_read_until(&self, deadline: Instant) -> bool {
-        self.try_read() || self.read_contended(Some(Deadline::at(deadline)))
+        self.try_read() || self.read_contended(PLAIN_READ, Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds a read lock or `timeout` passes; returns whether it does.
     pub fn try_read_for(&self, timeout: Duration) -> bool {
-        self.try_read() || self.read_contended(Some(Deadline::after(timeout)))
+        self.try_read() || self.read_contended(PLAIN_READ, Some(Deadline::after(timeout)))
+    }
+
+    /// Blocks until this thread holds the upgradable read: a read lock that no other thread
+    /// holds in this mode, which [`upgrade`](RawRwLock::upgrade) can turn into the write lock.
+    ///
+    /// # Panics
+    ///
+    /// As [`read`](RawRwLock::read).
+    pub fn upgradable_read(&self) {
+        if !self.try_upgradable_read() {
+            self.read_contended(UPGRADABLE_READ, None);
+        }
+    }
+
+    /// Takes the upgradable read if it can be had now (no writer holds or waits, no thread
+    /// holds the upgradable read); returns whether it did.
+    pub fn try_upgradable_read(&self) -> bool {
+        self.try_read_kind(UPGRADABLE_READ)
+    }
+
+    /// Blocks until this thread holds the upgradable read or `deadline` passes; returns
+    /// whether it does.
+    pub fn try_upgradable_read_until(&self, deadline: Instant) -> bool {
+        self.try_upgradable_read()
+            || self.read_contended(UPGRADABLE_READ, Some(Deadline::at(deadline)))
+    }
+
+    /// Blocks until this thread holds the upgradable read or `timeout` passes; returns whether
+    /// it does.
+    pub fn try_upgradable_read_for(&self, timeout: Duration) -> bool {
+        self.try_upgradable_read()
+            || self.read_contended(UPGRADABLE_READ, Some(Deadline::after(timeout)))
     }
 
     /// Blocks until this thread holds the write lock.
@@ -242,28 +339,71 @@ impl RawRwLock {
     ///
     /// # Safety
     ///
-    /// The calling thread must hold a read lock (taken with `read` or a successful
-    /// `try_read*`, or by [`downgrade`](RawRwLock::downgrade)).
+    /// The calling thread must hold a plain read lock (taken with `read` or a successful
+    /// `try_read*`, or by a [`downgrade`](RawRwLock::downgrade) or
+    /// [`downgrade_upgradable`](RawRwLock::downgrade_upgradable)).
     #[inline]
     pub unsafe fn read_unlock(&self) {
+        self.release_read(PLAIN_READ);
+    }
+
+    /// Releases the upgradable read.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the upgradable read (taken with `upgradable_read` or a
+    /// successful `try_upgradable_read*`, or by
+    /// [`downgrade_to_upgradable`](RawRwLock::downgrade_to_upgradable)).
+    pub unsafe fn upgradable_unlock(&self) {
+        self.release_read(UPGRADABLE_READ);
+    }
+
+    /// Releases a read lock of kind `held`, which the caller holds.
+    #[inline]
+    fn release_read(&self, held: u32) {
         // No read phase can open while this thread holds a read lock (only a writer's unlock
         // or downgrade opens one), so if none is open now, none is when the subtraction lands.
         if self.state.load(Ordering::Relaxed) & (READ_PHASE | WRITERS_WAITING) == 0 {
-            let before = self.state.fetch_sub(READER, Ordering::Release);
-            if readers(before) == 1 && before & WRITERS_WAITING != 0 {
-                // A writer began to wait meanwhile and this was the last reader. That writer
-                // saw a reader and is asleep (this wakes it) or about to sleep on a word that
-                // has changed (it looks again and takes the lock). By address (invariant 5).
-                let _ = Futex::wake_bitset_at(self.state.as_ptr(), 1, WRITER);
+            let before = self.state.fetch_sub(held, Ordering::Release);
+            // Bits set meanwhile, or the upgradable read leaving with readers waiting.
+            let wake_if = WRITERS_WAITING
+                | UPGRADING
+                | if held & UPGRADABLE != 0 {
+                    READERS_WAITING
+                } else {
+                    0
+                };
+            if before & wake_if != 0 {
+                self.wake_after_read_release(before, held);
             }
             return;
         }
-        self.read_unlock_slow();
+        self.read_unlock_slow(held);
+    }
+
+    /// After a read release that needed no hand-off (`before`: the word it replaced), by
+    /// address only (invariant 5): wake a writer if this was the last reader and one began to
+    /// wait; the upgrader if this left it alone; the upgradable readers if the upgradable
+    /// read was released while readers waited.
+    #[cold]
+    fn wake_after_read_release(&self, before: u32, held: u32) {
+        let addr = self.state.as_ptr();
+        if readers(before) == 1 && before & WRITERS_WAITING != 0 {
+            // That writer saw a reader and is asleep (this wakes it) or about to sleep on a
+            // word that has changed (it looks again and takes the lock).
+            let _ = Futex::wake_bitset_at(addr, 1, WRITER);
+        } else if readers(before) == 2 && before & UPGRADING != 0 {
+            // The reader left is the upgrader (invariant 6).
+            let _ = Futex::wake_bitset_at(addr, 1, UPGRADER);
+        }
+        if held & UPGRADABLE != 0 && before & READERS_WAITING != 0 {
+            let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, UPGRADABLE_READER);
+        }
     }
 
     /// A read unlock with a read phase to close or writers to hand to, if it is the last.
     #[cold]
-    fn read_unlock_slow(&self) {
+    fn read_unlock_slow(&self, held: u32) {
         let mut state = self.state.load(Ordering::Relaxed);
         let mut woke_writer = false;
         loop {
@@ -278,11 +418,11 @@ impl RawRwLock {
             // everyone): then there is nobody to keep the lock for.
             let handing = woke_writer && state & WRITERS_WAITING != 0;
             let next = if !last {
-                state - READER
+                state - held
             } else if handing {
-                (state - READER) & !READ_PHASE
+                (state - held) & !READ_PHASE
             } else {
-                (state - READER) & !(READ_PHASE | WRITERS_WAITING)
+                (state - held) & !(READ_PHASE | WRITERS_WAITING)
             };
             match self.state.compare_exchange_weak(
                 state,
@@ -297,7 +437,7 @@ impl RawRwLock {
                     return;
                 }
                 Ok(_) if last => return self.wake_writer_or_readers(state),
-                Ok(_) => return,
+                Ok(_) => return self.wake_after_read_release(state, held),
                 Err(now) => state = now,
             }
         }
@@ -320,7 +460,7 @@ impl RawRwLock {
     /// # Safety
     ///
     /// The calling thread must hold the write lock (taken with `write` or a successful
-    /// `try_write*`).
+    /// `try_write*`, or by an upgrade).
     #[inline]
     pub unsafe fn write_unlock(&self) {
         if self
@@ -367,8 +507,8 @@ impl RawRwLock {
             }
         }
         if to_readers {
-            // The readers woken may have looked too early and slept again; timed readers join
-            // now too. By address only (invariant 5).
+            // The readers woken may have looked too early and slept again; timed and
+            // upgradable readers join now too. By address only (invariant 5).
             let _ = Futex::wake_bitset_at(self.state.as_ptr(), i32::MAX as u32, ANY_READER);
         } else {
             self.wake_writer_or_readers(state);
@@ -381,11 +521,26 @@ impl RawRwLock {
     ///
     /// # Safety
     ///
-    /// The calling thread must hold the write lock; afterwards it holds a read lock.
+    /// The calling thread must hold the write lock; afterwards it holds a plain read lock.
     pub unsafe fn downgrade(&self) {
+        self.downgrade_to(PLAIN_READ);
+    }
+
+    /// Turns this thread's write lock into the upgradable read, atomically: no writer can
+    /// take the lock in between. Waiting readers are woken to share it (in a read phase if
+    /// writers wait).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the write lock; afterwards it holds the upgradable read.
+    pub unsafe fn downgrade_to_upgradable(&self) {
+        self.downgrade_to(UPGRADABLE_READ);
+    }
+
+    fn downgrade_to(&self, held: u32) {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            let mut next = (state & WRITERS_WAITING) | READER;
+            let mut next = (state & WRITERS_WAITING) | held;
             if state & READERS_WAITING != 0 && state & WRITERS_WAITING != 0 {
                 next |= READ_PHASE;
             }
@@ -405,6 +560,82 @@ impl RawRwLock {
         }
     }
 
+    /// Turns this thread's upgradable read into a plain read lock, so that another thread may
+    /// take the upgradable read.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the upgradable read; afterwards it holds a plain read
+    /// lock.
+    pub unsafe fn downgrade_upgradable(&self) {
+        let before = self.state.fetch_and(!UPGRADABLE, Ordering::Release);
+        if before & READERS_WAITING != 0 {
+            // This thread holds a read lock: the word is alive.
+            let _ = self.state.wake_bitset(i32::MAX as u32, UPGRADABLE_READER);
+        }
+    }
+
+    /// Turns this thread's upgradable read into the write lock, blocking until the other
+    /// readers have left; no writer takes the lock in between, and no reader comes in
+    /// meanwhile but those a read phase admits (invariant 6).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the upgradable read; afterwards it holds the write lock.
+    pub unsafe fn upgrade(&self) {
+        // SAFETY: the caller holds the upgradable read.
+        if !unsafe { self.try_upgrade() } {
+            self.exclusive_contended(Exclusive::Upgrader, None);
+        }
+    }
+
+    /// Turns this thread's upgradable read into the write lock if no other thread holds a
+    /// read lock now; returns whether it did (if not, it still holds the upgradable read).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the upgradable read.
+    pub unsafe fn try_upgrade(&self) -> bool {
+        let mut state = self.state.load(Ordering::Relaxed);
+        // Waiters may set bits meanwhile; only other readers make it fail.
+        while readers(state) == 1 {
+            match self.state.compare_exchange_weak(
+                state,
+                upgraded(state),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
+        false
+    }
+
+    /// As [`upgrade`](RawRwLock::upgrade), giving up at `deadline`; returns whether this
+    /// thread holds the write lock (if not, it still holds the upgradable read).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the upgradable read.
+    pub unsafe fn try_upgrade_until(&self, deadline: Instant) -> bool {
+        // SAFETY: the caller holds the upgradable read.
+        let upgraded = unsafe { self.try_upgrade() };
+        upgraded || self.exclusive_contended(Exclusive::Upgrader, Some(Deadline::at(deadline)))
+    }
+
+    /// As [`upgrade`](RawRwLock::upgrade), giving up after `timeout`; returns whether this
+    /// thread holds the write lock (if not, it still holds the upgradable read).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold the upgradable read.
+    pub unsafe fn try_upgrade_for(&self, timeout: Duration) -> bool {
+        // SAFETY: the caller holds the upgradable read.
+        let upgraded = unsafe { self.try_upgrade() };
+        upgraded || self.exclusive_contended(Exclusive::Upgrader, Some(Deadline::after(timeout)))
+    }
+
     /// Whether any thread holds the lock now (a snapshot).
     pub fn is_locked(&self) -> bool {
         readers(self.state.load(Ordering::Relaxed)) != 0
@@ -415,9 +646,13 @@ impl RawRwLock {
         is_write_locked(self.state.load(Ordering::Relaxed))
     }
 
+    /// The waiting of a contended read lock of kind `held`; returns whether it was taken
+    /// (false only at the deadline).
     #[cold]
-    fn read_contended(&self, deadline: Option<Deadline>) -> bool {
-        let bitset = if deadline.is_some() {
+    fn read_contended(&self, held: u32, deadline: Option<Deadline>) -> bool {
+        let bitset = if held & UPGRADABLE != 0 {
+            UPGRADABLE_READER
+        } else if deadline.is_some() {
             TIMED_READER
         } else {
             UNTIMED_READER
@@ -426,12 +661,12 @@ impl RawRwLock {
         let mut spin = SpinWait::new();
         loop {
             let state = self.state.load(Ordering::Relaxed);
-            if read_lockable(state, woken) {
+            if read_lockable(state, held, woken) {
                 if self
                     .state
                     .compare_exchange_weak(
                         state,
-                        state + READER,
+                        state + held,
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
@@ -445,7 +680,7 @@ impl RawRwLock {
                 readers(state) != MAX_READERS,
                 "too many read locks on a RwLock"
             );
-            // Spin while a writer holds the lock and nobody sleeps yet.
+            // Spin while the lock is held against this reader and nobody sleeps yet.
             if state & (READERS_WAITING | WRITERS_WAITING) == 0 && spin.spin() {
                 continue;
             }
@@ -479,34 +714,45 @@ impl RawRwLock {
 
     #[cold]
     fn write_contended(&self, deadline: Option<Deadline>) -> bool {
+        self.exclusive_contended(Exclusive::Writer, deadline)
+    }
+
+    /// The waiting of a writer or an upgrade; returns whether the write lock was taken (false
+    /// only at the deadline).
+    #[cold]
+    fn exclusive_contended(&self, who: Exclusive, deadline: Option<Deadline>) -> bool {
         let mut marked = false;
-        let taken = self.write_waiting(deadline, &mut marked);
+        let taken = self.exclusive_waiting(who, deadline, &mut marked);
         if !taken && marked {
-            // Invariant 2: a timed writer leaving clears WRITERS_WAITING, which keeps readers
-            // out, and wakes every sleeper in the same atomic step; writers still waiting set
-            // it again. (This thread is still in a call on the lock: the word is alive.)
+            // Invariant 2: a timed writer or upgrader leaving clears WRITERS_WAITING, which
+            // keeps readers out, and wakes every sleeper in the same atomic step; writers (and
+            // an upgrader) still waiting set it again. (This thread is still in a call on the
+            // lock, or holds the upgradable read: the word is alive.)
             let _ =
                 self.state
-                    .update_and_wake(WakeOpKind::AndNot, WRITERS_WAITING, i32::MAX as u32);
+                    .update_and_wake(WakeOpKind::AndNot, who.waiting_bits(), i32::MAX as u32);
         }
         taken
     }
 
-    /// The waiting of a contended write lock; returns whether the lock was taken (false only
-    /// at the deadline). `marked`: this thread set `WRITERS_WAITING` or slept.
-    fn write_waiting(&self, deadline: Option<Deadline>, marked: &mut bool) -> bool {
-        // After a sleep, other writers may sleep still: take the lock with WRITERS_WAITING set
-        // so that this thread's unlock wakes the next (invariant 1).
-        let mut other_writers = 0;
+    /// `marked`: this thread set its waiting bits or slept.
+    fn exclusive_waiting(
+        &self,
+        who: Exclusive,
+        deadline: Option<Deadline>,
+        marked: &mut bool,
+    ) -> bool {
+        let bits = who.waiting_bits();
+        let mut slept = false;
         let mut spin = SpinWait::new();
         loop {
             let state = self.state.load(Ordering::Relaxed);
-            if write_lockable(state) {
+            if who.lockable(state) {
                 if self
                     .state
                     .compare_exchange_weak(
                         state,
-                        state | WRITE_LOCKED | other_writers,
+                        who.locked(state, slept),
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
@@ -520,15 +766,10 @@ impl RawRwLock {
             if state & (READERS_WAITING | WRITERS_WAITING | READ_PHASE) == 0 && spin.spin() {
                 continue;
             }
-            if state & WRITERS_WAITING == 0 {
+            if state & bits != bits {
                 if self
                     .state
-                    .compare_exchange(
-                        state,
-                        state | WRITERS_WAITING,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
+                    .compare_exchange(state, state | bits, Ordering::Relaxed, Ordering::Relaxed)
                     .is_err()
                 {
                     continue;
@@ -539,15 +780,55 @@ impl RawRwLock {
                 return false;
             }
             *marked = true;
-            if self
-                .state
-                .wait_bitset(state | WRITERS_WAITING, WRITER, deadline)
-                == Err(Error::TimedOut)
+            if self.state.wait_bitset(state | bits, who.bitset(), deadline) == Err(Error::TimedOut)
             {
                 return false;
             }
-            other_writers = WRITERS_WAITING;
+            slept = true;
             spin = SpinWait::new();
+        }
+    }
+}
+
+/// Who waits for the write lock: a writer, or the upgradable reader upgrading.
+#[derive(Clone, Copy)]
+enum Exclusive {
+    Writer,
+    Upgrader,
+}
+
+impl Exclusive {
+    fn lockable(self, state: u32) -> bool {
+        match self {
+            Exclusive::Writer => write_lockable(state),
+            // The one reader left is the upgrader itself.
+            Exclusive::Upgrader => readers(state) == 1,
+        }
+    }
+
+    /// The word once `self` takes the write lock. After a sleep, other writers may sleep
+    /// still: a writer then keeps `WRITERS_WAITING` so that its unlock wakes the next
+    /// (invariant 1); an upgrader always keeps it, as it cannot tell whether it set the bit
+    /// alone.
+    fn locked(self, state: u32, slept: bool) -> u32 {
+        match self {
+            Exclusive::Writer if slept => state | WRITE_LOCKED | WRITERS_WAITING,
+            Exclusive::Writer => state | WRITE_LOCKED,
+            Exclusive::Upgrader => upgraded(state),
+        }
+    }
+
+    fn waiting_bits(self) -> u32 {
+        match self {
+            Exclusive::Writer => WRITERS_WAITING,
+            Exclusive::Upgrader => WRITERS_WAITING | UPGRADING,
+        }
+    }
+
+    fn bitset(self) -> u32 {
+        match self {
+            Exclusive::Writer => WRITER,
+            Exclusive::Upgrader => UPGRADER,
         }
     }
 }
