@@ -273,6 +273,37 @@ fn upgradable_reads_exclude_each_other() {
     });
 }
 
+/// Two threads take the upgradable read without upgrading: one releases it by unlocking, the
+/// other by downgrading to a plain read; either way the one waiting for it is woken.
+#[test]
+fn releasing_an_upgradable_read_wakes_the_next() {
+    check(3, || {
+        let mut jobs: Vec<RawJob> = vec![
+            Box::new(|h| {
+                h.lock.upgradable_read();
+                h.check();
+                // SAFETY: this thread holds the upgradable read.
+                unsafe { h.lock.upgradable_unlock() };
+            }),
+            Box::new(|h| {
+                h.lock.upgradable_read();
+                h.check();
+                // SAFETY: this thread holds the upgradable read, then a plain one.
+                unsafe {
+                    h.lock.downgrade_upgradable();
+                    h.check();
+                    h.lock.read_unlock();
+                }
+            }),
+        ];
+        if cfg!(shuttle) {
+            jobs.push(Box::new(|h| h.upgrade_and_write()));
+            jobs.push(Box::new(|h| h.write()));
+        }
+        run_raw(jobs, 2 * usize::from(cfg!(shuttle)));
+    });
+}
+
 /// A timed upgrade beside a reader and a writer, then the downgrades: write lock to upgradable
 /// read to plain read. The upgrade either happens or gives up leaving nothing that keeps the
 /// others out; a thread waiting for the upgradable read is woken when it is downgraded.

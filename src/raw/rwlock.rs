@@ -415,8 +415,10 @@ impl RawRwLock {
                 woke_writer = self.state.wake_bitset(1, WRITER) == Ok(1);
             }
             // A woken timed writer may have given up since, clearing the bit (and waking
-            // everyone): then there is nobody to keep the lock for.
-            let handing = woke_writer && state & WRITERS_WAITING != 0;
+            // everyone): then there is nobody to keep the lock for. Nor is there while a reader
+            // that came in meanwhile (in a read phase) still holds the lock: the woken writer
+            // finds it and sleeps again, and this is an unlock like any other.
+            let handing = last && woke_writer && state & WRITERS_WAITING != 0;
             let next = if !last {
                 state - held
             } else if handing {
