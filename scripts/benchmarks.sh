@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cargo build --release --quiet --examples
+cargo build --release --quiet --examples --features lock_api_05
 ex=target/release/examples
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- src support examples || commit="$commit (with uncommitted changes)"
@@ -77,7 +77,10 @@ section() {
     {
         echo "## $title"
         echo
-        echo "\`cargo run --release --example $example${*:+ -- $*}\`"
+        # The one example that needs a feature (Cargo.toml's required-features) names it.
+        local features=""
+        [ "$example" = parking_lot_api ] && features=" --features lock_api_05"
+        echo "\`cargo run --release$features --example $example${*:+ -- $*}\`"
         echo
         # The capabilities line is in the header of this file.
         grep -v '^kernel .* cpus ' "$tmp/out.txt"
@@ -142,6 +145,9 @@ section "hackbench (Mutex + two Condvars per queue)" hackbench $quick
 
 section "RwLock and Barrier" rwlock $quick
 note "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/raw/rwlock.rs)."
+
+section "parking_lot's API on futexkit (futexkit::parking_lot) and on parking_lot" parking_lot_api $quick
+note "Reading: the same code, written against parking_lot's API, with only the import path changed (\`parking_lot\` or \`futexkit::parking_lot\`, built with \`--features lock_api_05\`); idle, then with a busy thread on every CPU. The upgrade rows are the workload upgradable reads exist for: look under a read that excludes other upgraders and writers, then write only if needed, with no writer in between."
 
 if [ -n "$quick" ]; then
     section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5
