@@ -4,7 +4,7 @@
 //! store loses nothing), no lost wakeup between readers and writers (the checker reports a
 //! deadlock), timed readers and writers beside untimed ones, downgrade, upgradable reads (one
 //! at a time; an upgrade lets no writer in and is not stranded by the readers it waits for;
-//! timed upgrades; downgrades between the three modes), and a barrier reused across rounds with
+//! timed upgrades; downgrades between the three modes), fair write unlocks, and a barrier reused across rounds with
 //! one leader each. The code checked is the shipped code.
 #![cfg(any(loom, shuttle))]
 
@@ -342,6 +342,30 @@ fn timed_upgrade_and_downgrades() {
         let writes = 1 + upgraded.load(Ordering::Relaxed) + usize::from(cfg!(shuttle));
         assert_eq!(shared.a.load(Ordering::Relaxed), writes, "no write lost");
         assert!(shared.lock.try_write(), "the lock ends free");
+    });
+}
+
+/// Fair write unlocks (which open a read phase whenever readers sleep) beside a reader and a
+/// writer: nobody is left asleep, and no phase is left open with nobody to close it.
+#[test]
+fn fair_write_unlocks_beside_a_reader_and_a_writer() {
+    let unlocks = if cfg!(loom) { 1 } else { 3 };
+    check(2, move || {
+        run_raw(
+            vec![
+                Box::new(move |h| {
+                    for _ in 0..unlocks {
+                        h.lock.write();
+                        h.bump();
+                        // SAFETY: taken just above.
+                        unsafe { h.lock.write_unlock_fair() };
+                    }
+                }),
+                Box::new(|h| h.read()),
+                Box::new(|h| h.write()),
+            ],
+            unlocks + 1,
+        );
     });
 }
 

@@ -375,3 +375,92 @@ fn a_sleeping_reader_is_woken_by_the_write_unlock() {
     drop(writer);
     assert_eq!(reader.join().unwrap(), 0);
 }
+
+/// `RawRwLock::write_unlock_fair` with a reader asleep and no writer waiting: the lock goes to
+/// the reader (a read phase), so no writer can take it a moment later, round after round. (A
+/// plain unlock releases it: the unlocking thread could take it straight back.)
+#[test]
+fn a_fair_write_unlock_hands_the_lock_to_sleeping_readers() {
+    use futexkit::raw::RawRwLock;
+    use std::sync::mpsc;
+
+    let raw = Arc::new(RawRwLock::new());
+    for round in 0..20 {
+        raw.write();
+        let (release, released) = mpsc::channel::<()>();
+        let reader = spawn_blocked({
+            let raw = Arc::clone(&raw);
+            move || {
+                raw.read();
+                released.recv().unwrap();
+                // SAFETY: taken just above.
+                unsafe { raw.read_unlock() };
+            }
+        });
+        // SAFETY: this thread took the write lock above.
+        unsafe { raw.write_unlock_fair() };
+        assert!(
+            !raw.try_write(),
+            "round {round}: a writer took the lock after a fair unlock with a reader asleep"
+        );
+        release.send(()).unwrap();
+        reader.join().unwrap();
+    }
+    assert!(raw.try_write(), "the lock ends free");
+}
+
+/// Upgradable reads through the raw API: shared with plain readers, exclusive of each other
+/// and of writers. An upgrade sleeps until the last plain reader leaves (that reader's unlock
+/// wakes it) and lets in no writer, although one was asleep before it.
+#[test]
+fn an_upgrade_waits_for_the_reader_and_lets_no_writer_in() {
+    use futexkit::raw::RawRwLock;
+    use std::sync::mpsc;
+
+    let raw = Arc::new(RawRwLock::new());
+    raw.upgradable_read();
+    assert!(!raw.try_upgradable_read(), "one upgradable reader at a time");
+    assert!(!raw.try_write());
+    let (go, leave) = mpsc::channel::<()>();
+    let (entered, has_entered) = mpsc::channel::<()>();
+    let reader = thread::spawn({
+        let raw = Arc::clone(&raw);
+        move || {
+            assert!(raw.try_read(), "a plain reader shares with the upgradable one");
+            entered.send(()).unwrap();
+            leave.recv().unwrap();
+            // SAFETY: taken just above.
+            unsafe { raw.read_unlock() };
+        }
+    });
+    has_entered.recv().unwrap();
+    // SAFETY: this thread holds the upgradable read; another thread holds a plain one.
+    assert!(!unsafe { raw.try_upgrade() }, "an upgrade beside a reader");
+    let written = Arc::new(AtomicBool::new(false));
+    let writer = spawn_blocked({
+        let (raw, written) = (Arc::clone(&raw), Arc::clone(&written));
+        move || {
+            raw.write();
+            written.store(true, Ordering::Relaxed);
+            // SAFETY: taken just above.
+            unsafe { raw.write_unlock() };
+        }
+    });
+    // Let the reader go once this thread sleeps in the upgrade.
+    let upgrader = gettid();
+    let releaser = thread::spawn(move || {
+        wait_until_blocked(upgrader);
+        go.send(()).unwrap();
+    });
+    // SAFETY: this thread holds the upgradable read; then the write lock.
+    unsafe {
+        raw.upgrade();
+        assert!(!written.load(Ordering::Relaxed), "a writer came in during the upgrade");
+        raw.write_unlock();
+    }
+    releaser.join().unwrap();
+    reader.join().unwrap();
+    writer.join().unwrap();
+    assert!(written.load(Ordering::Relaxed));
+    assert!(raw.try_write(), "the lock ends free");
+}

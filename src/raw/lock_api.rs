@@ -191,3 +191,27 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
         unsafe { RawRwLock::try_upgrade_until(self, deadline) }
     }
 }
+
+// SAFETY: the fair unlocks release the caller's lock as the plain ones do (a read phase that
+// hands the lock to sleeping readers is a release to them, with the same ordering); lock_api's
+// default `bump_*` relock.
+unsafe impl lock_api::RawRwLockFair for RawRwLock {
+    unsafe fn unlock_shared_fair(&self) {
+        // SAFETY: lock_api calls this only for a read lock the caller holds. The last reader
+        // out already keeps the lock from new readers for the writer it wakes.
+        unsafe { self.read_unlock() }
+    }
+
+    unsafe fn unlock_exclusive_fair(&self) {
+        // SAFETY: lock_api calls this only for the write lock the caller holds.
+        unsafe { self.write_unlock_fair() }
+    }
+}
+
+// SAFETY: as for `lock_api::RawRwLockFair`.
+unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
+    unsafe fn unlock_upgradable_fair(&self) {
+        // SAFETY: lock_api calls this only for the upgradable read the caller holds.
+        unsafe { self.upgradable_unlock() }
+    }
+}

@@ -277,3 +277,27 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
         }
     }
 }
+
+// SAFETY: the fair unlocks release the caller's lock as the plain ones do (a read phase that
+// hands the lock to sleeping readers is a release to them, with the same ordering); lock_api's
+// default `bump_*` relock.
+unsafe impl lock_api::RawRwLockFair for RawRwLock {
+    unsafe fn unlock_shared_fair(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of a read lock the caller holds. The last
+        // reader out already keeps the lock from new readers for the writer it wakes.
+        unsafe { self.read_unlock() }
+    }
+
+    unsafe fn unlock_exclusive_fair(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of the write lock the caller holds.
+        unsafe { self.write_unlock_fair() }
+    }
+}
+
+// SAFETY: as for `lock_api::RawRwLockFair`.
+unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
+    unsafe fn unlock_upgradable_fair(&self, _guard: GuardNoSend) {
+        // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
+        unsafe { self.upgradable_unlock() }
+    }
+}

@@ -46,7 +46,8 @@
 //!    only if it woke one: that reader never gives up, so it takes the lock in the phase, and
 //!    the read unlock that leaves no reader closes it. (If it looked before the phase opened
 //!    and slept again, the unlock's second wake or the changed word sends it back.) Timed
-//!    readers are not counted on: their bitset is not in the first wake.
+//!    readers are not counted on: their bitset is not in the first wake. A fair write unlock
+//!    (`write_unlock_fair`) opens a phase whenever readers wait, writers or not, the same way.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
 //! 6. **One upgradable reader, and its upgrade neither deadlocks nor starves.** The upgradable
@@ -69,8 +70,8 @@
 //! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
 //!   the last reader out closes the phase and hands to a writer (invariant 3).
 //! * **write unlock**: one CAS to 0, unless threads wait: open a read phase (invariant 4) if
-//!   readers and writers wait and the fairness policy says so; else wake one writer if writers
-//!   wait; else every reader.
+//!   readers and writers wait and the fairness policy says so (if readers wait, for a fair
+//!   unlock); else wake one writer if writers wait; else every reader.
 //! * **downgrade**: the writer becomes a reader (or the upgradable reader) and wakes the
 //!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
 //!   latest).
@@ -470,20 +471,43 @@ impl RawRwLock {
             .compare_exchange(WRITE_LOCKED, 0, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            self.write_unlock_contended();
+            self.write_unlock_contended(false);
         }
     }
 
-    /// The slow path of a write unlock: threads wait. Opens a read phase if readers and
-    /// writers wait and the fairness policy says so; else wakes one writer if writers wait;
-    /// else every reader.
+    /// Releases the write lock, handing it to the readers that sleep, if any: they take it in
+    /// a read phase, which no writer may enter, so no running thread overtakes them. With only
+    /// writers asleep it wakes one, as [`write_unlock`](RawRwLock::write_unlock) does, and a
+    /// writer that is running may take the lock before it (this lock has no hand-off from
+    /// writer to writer).
+    ///
+    /// # Safety
+    ///
+    /// As [`write_unlock`](RawRwLock::write_unlock).
+    pub unsafe fn write_unlock_fair(&self) {
+        if self
+            .state
+            .compare_exchange(WRITE_LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.write_unlock_contended(true);
+        }
+    }
+
+    /// The slow path of a write unlock: threads wait. Opens a read phase if readers wait and
+    /// either `fair` or writers wait too and the fairness policy says so; else wakes one writer
+    /// if writers wait; else every reader.
     #[cold]
-    fn write_unlock_contended(&self) {
+    fn write_unlock_contended(&self, fair: bool) {
         let both = READERS_WAITING | WRITERS_WAITING;
         let mut state = self.state.load(Ordering::Relaxed);
+        let phase_wanted = if fair {
+            state & READERS_WAITING != 0
+        } else {
+            state & both == both && crate::fairness::hand_off_now()
+        };
         // Invariant 4: wake the untimed readers before opening a phase, while still holding.
-        let to_readers = state & both == both
-            && crate::fairness::hand_off_now()
+        let to_readers = phase_wanted
             && self
                 .state
                 .wake_bitset(i32::MAX as u32, UNTIMED_READER)
