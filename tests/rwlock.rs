@@ -419,14 +419,20 @@ fn an_upgrade_waits_for_the_reader_and_lets_no_writer_in() {
 
     let raw = Arc::new(RawRwLock::new());
     raw.upgradable_read();
-    assert!(!raw.try_upgradable_read(), "one upgradable reader at a time");
+    assert!(
+        !raw.try_upgradable_read(),
+        "one upgradable reader at a time"
+    );
     assert!(!raw.try_write());
     let (go, leave) = mpsc::channel::<()>();
     let (entered, has_entered) = mpsc::channel::<()>();
     let reader = thread::spawn({
         let raw = Arc::clone(&raw);
         move || {
-            assert!(raw.try_read(), "a plain reader shares with the upgradable one");
+            assert!(
+                raw.try_read(),
+                "a plain reader shares with the upgradable one"
+            );
             entered.send(()).unwrap();
             leave.recv().unwrap();
             // SAFETY: taken just above.
@@ -455,7 +461,10 @@ fn an_upgrade_waits_for_the_reader_and_lets_no_writer_in() {
     // SAFETY: this thread holds the upgradable read; then the write lock.
     unsafe {
         raw.upgrade();
-        assert!(!written.load(Ordering::Relaxed), "a writer came in during the upgrade");
+        assert!(
+            !written.load(Ordering::Relaxed),
+            "a writer came in during the upgrade"
+        );
         raw.write_unlock();
     }
     releaser.join().unwrap();
