@@ -473,3 +473,35 @@ fn an_upgrade_waits_for_the_reader_and_lets_no_writer_in() {
     assert!(written.load(Ordering::Relaxed));
     assert!(raw.try_write(), "the lock ends free");
 }
+
+/// `RawRwLock::write_unlock_fair` with a writer asleep and no reader waiting: the lock goes to
+/// that writer, so it is not free for the unlocking thread a moment later, round after round.
+#[test]
+fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_writer() {
+    use futexkit::raw::RawRwLock;
+    use std::sync::mpsc;
+
+    let raw = Arc::new(RawRwLock::new());
+    for round in 0..20 {
+        raw.write();
+        let (release, released) = mpsc::channel::<()>();
+        let writer = spawn_blocked({
+            let raw = Arc::clone(&raw);
+            move || {
+                raw.write();
+                released.recv().unwrap();
+                // SAFETY: taken just above.
+                unsafe { raw.write_unlock() };
+            }
+        });
+        // SAFETY: this thread took the write lock above.
+        unsafe { raw.write_unlock_fair() };
+        assert!(
+            !raw.try_write() && !raw.try_read(),
+            "round {round}: the lock was free after a fair unlock with a writer asleep"
+        );
+        release.send(()).unwrap();
+        writer.join().unwrap();
+    }
+    assert!(raw.try_write(), "the lock ends free");
+}

@@ -8,15 +8,16 @@
 //! | field             | bits | meaning | set by | cleared by |
 //! |-------------------|------|---------|--------|------------|
 //! | `WRITERS_WAITING` | 0    | writers (or the upgrader) sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer or upgrader about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer or upgrader giving up (which wakes every sleeper with it) |
-//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | an unlock or downgrade that wakes every reader |
-//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock or downgrade that woke readers while writers wait | the read unlock that leaves no reader; an upgrade |
+//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | a write unlock or downgrade that wakes every reader (a read unlock that does leaves it, stale) |
+//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock that woke untimed readers while writers wait (a fair one: while readers wait); a downgrade while readers and writers wait | the read unlock that leaves no reader; an upgrade |
 //! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
 //! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
-//! | count             | 5-31 | readers holding the lock, the upgradable one included; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
+//! | `HANDED`          | 5    | with `WRITE_LOCKED`: the write lock is held in trust for a writer woken from a sleep | a fair write unlock that woke an untimed writer | an untimed writer back from a sleep, claiming the lock |
+//! | count             | 6-31 | readers holding the lock, the upgradable one included; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
 //!
 //! Readers, upgradable readers, writers and the upgrader sleep on the same word with different
-//! futex bitsets, so a wake reaches one kind only; untimed and timed readers have bitsets of
-//! their own too.
+//! futex bitsets, so a wake reaches one kind only; the untimed and the timed of each kind have
+//! bitsets of their own too.
 //!
 //! Invariants:
 //!
@@ -42,23 +43,37 @@
 //!    read phase, rather than waking a writer, when the fairness policy says so (one such
 //!    unlock in `HAND_OFF_PERIOD` of a thread, `src/fairness.rs`), and no writer takes the lock
 //!    in a read phase; so a reader waits for a bounded number of writers. The unlock wakes the
-//!    untimed readers *before* it opens the phase, while it still holds the lock, and opens it
-//!    only if it woke one: that reader never gives up, so it takes the lock in the phase, and
-//!    the read unlock that leaves no reader closes it. (If it looked before the phase opened
-//!    and slept again, the unlock's second wake or the changed word sends it back.) Timed
-//!    readers are not counted on: their bitset is not in the first wake. A fair write unlock
+//!    untimed readers, plain and upgradable, *before* it opens the phase, while it still holds
+//!    the lock, and opens it only if it woke one: that reader never gives up, so it takes the
+//!    lock in the phase (or finds the upgradable read taken by a reader in the phase, or
+//!    upgraded, which closes the phase: then it waits for that one writer), and the read
+//!    unlock that leaves no reader closes it. (If it looked before the phase opened and slept
+//!    again, the unlock's second wake or the changed word sends it back.) Timed readers are not
+//!    counted on: their bitsets are not in the first wake. A fair write unlock
 //!    (`write_unlock_fair`) opens a phase whenever readers wait, writers or not, the same way.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
 //! 6. **One upgradable reader, and its upgrade neither deadlocks nor starves.** The upgradable
 //!    reader is a reader in the count, so writers wait for it as for any reader; `UPGRADABLE`
-//!    keeps out a second one, which sleeps as a reader does (`READERS_WAITING`, a bitset of its
-//!    own) and is woken by the release of `UPGRADABLE` or with every reader. An upgrade waits
+//!    keeps out a second one, which sleeps as a reader does (`READERS_WAITING`, bitsets of its
+//!    own) and is woken with every reader, or by the release of `UPGRADABLE` if no writer
+//!    waits. (With writers waiting it could come in only through a read phase, which admits
+//!    only readers that slept when it opened: it waits for the readers' turn of invariant 4,
+//!    else upgradable readers passing the upgradable read on would hold a phase open for
+//!    ever.) An upgrade waits
 //!    for the count to fall to one, itself: no writer can take the lock meanwhile (the count
 //!    is not zero), nor can another upgrader. It sets `WRITERS_WAITING` as a writer does, so
 //!    that no new reader comes in but in a read phase, and `UPGRADING`, so that the read unlock
 //!    that leaves it alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it
 //!    is the phase's last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
+//! 7. **A fair unlock's hand-off always has a claimer.** A fair write unlock that opens no read
+//!    phase and finds writers waiting wakes one *untimed* writer while it holds the lock, and
+//!    only if that wake found one does it set `HANDED`, keeping the lock; it then wakes once
+//!    more, by address, in case the writer looked before `HANDED` was set and slept again. Only
+//!    an untimed writer back from a sleep claims a handed lock (taking it with
+//!    `WRITERS_WAITING`); the woken one never gives up, so it claims it unless another such
+//!    writer did first, and then it sleeps again on a word that holds a plain write lock. A
+//!    running thread that has not slept never takes a handed lock: it sees it write-locked.
 //!
 //! ## Transitions
 //!
@@ -71,13 +86,15 @@
 //!   the last reader out closes the phase and hands to a writer (invariant 3).
 //! * **write unlock**: one CAS to 0, unless threads wait: open a read phase (invariant 4) if
 //!   readers and writers wait and the fairness policy says so (if readers wait, for a fair
-//!   unlock); else wake one writer if writers wait; else every reader.
+//!   unlock); else, for a fair unlock, hand the lock to a writer (invariant 7); else wake one
+//!   writer if writers wait; else every reader.
 //! * **downgrade**: the writer becomes a reader (or the upgradable reader) and wakes the
 //!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
 //!   latest).
 //! * **upgradable read**: as a read, and only while `UPGRADABLE` is clear, which it sets.
 //!   Its unlock is a read unlock that clears `UPGRADABLE` and wakes the upgradable readers
-//!   if readers wait; so is its downgrade to a plain read, without the unlock.
+//!   if readers wait and no writer does; so is its downgrade to a plain read, without the
+//!   unlock.
 //! * **upgrade**: one CAS to `WRITE_LOCKED` if the count is one. Else spin while nobody
 //!   waits; then set `WRITERS_WAITING | UPGRADING` and sleep (invariant 6). A timed upgrade
 //!   that gives up clears both and wakes every sleeper, as a timed writer does.
@@ -97,28 +114,35 @@ const READERS_WAITING: u32 = 1 << 1;
 const READ_PHASE: u32 = 1 << 2;
 const UPGRADABLE: u32 = 1 << 3;
 const UPGRADING: u32 = 1 << 4;
-/// One reader in the count (bits 5-31).
-const READER: u32 = 1 << 5;
+const HANDED: u32 = 1 << 5;
+/// One reader in the count (bits 6-31).
+const READER: u32 = 1 << 6;
 const WRITE_LOCKED: u32 = !(READER - 1);
 /// The most readers at once: one fewer than `WRITE_LOCKED` counts.
-const MAX_READERS: u32 = (WRITE_LOCKED >> 5) - 1;
+const MAX_READERS: u32 = (WRITE_LOCKED >> 6) - 1;
 
 /// What a plain read lock adds to the word, and what an upgradable one adds.
 const PLAIN_READ: u32 = READER;
 const UPGRADABLE_READ: u32 = READER | UPGRADABLE;
 
 /// Futex bitsets: who sleeps with which, so that a wake reaches one kind only.
-const UNTIMED_READER: u32 = 0b0_0001;
-const TIMED_READER: u32 = 0b0_0010;
-const UPGRADABLE_READER: u32 = 0b0_1000;
+const UNTIMED_READER: u32 = 0b000_0001;
+const TIMED_READER: u32 = 0b000_0010;
+const UNTIMED_UPGRADABLE: u32 = 0b000_1000;
+const TIMED_UPGRADABLE: u32 = 0b100_0000;
+/// Either kind of upgradable reader.
+const UPGRADABLE_READER: u32 = UNTIMED_UPGRADABLE | TIMED_UPGRADABLE;
 /// Every sleeper that set `READERS_WAITING`.
 const ANY_READER: u32 = UNTIMED_READER | TIMED_READER | UPGRADABLE_READER;
-const WRITER: u32 = 0b0_0100;
-const UPGRADER: u32 = 0b1_0000;
+const UNTIMED_WRITER: u32 = 0b000_0100;
+const TIMED_WRITER: u32 = 0b010_0000;
+/// Either kind of writer.
+const WRITER: u32 = UNTIMED_WRITER | TIMED_WRITER;
+const UPGRADER: u32 = 0b001_0000;
 
 /// Readers holding the lock (`MAX_READERS + 1` while a writer holds it).
 fn readers(state: u32) -> u32 {
-    state >> 5
+    state >> 6
 }
 
 fn is_write_locked(state: u32) -> bool {
@@ -135,6 +159,14 @@ fn read_lockable(state: u32, held: u32, woken: bool) -> bool {
 
 fn write_lockable(state: u32) -> bool {
     readers(state) == 0 && state & READ_PHASE == 0
+}
+
+/// Whether the release of the upgradable read, from the word `before` it, should wake the
+/// upgradable readers: if they sleep and may take it now. With writers waiting they may not,
+/// but in a read phase; and a phase admits only readers that slept when it opened, so they wait
+/// for the wake that comes with the writers' turn (invariant 6).
+fn upgradable_readers_may_come(before: u32) -> bool {
+    before & (READERS_WAITING | WRITERS_WAITING) == READERS_WAITING
 }
 
 /// The word after the upgradable reader, alone in the count, upgrades (invariant 6).
@@ -222,7 +254,7 @@ impl RawRwLock {
     ///
     /// # Panics
     ///
-    /// If the lock already has the most readers it can count (2^27 - 1).
+    /// If the lock already has the most readers it can count (2^26 - 2).
     #[inline]
     pub fn read(&self) {
         if !self.try_read() {
@@ -239,12 +271,21 @@ impl RawRwLock {
 
     #[inline]
     fn try_read_kind(&self, held: u32) -> bool {
-        let state = self.state.load(Ordering::Relaxed);
-        read_lockable(state, held, false)
-            && self
-                .state
-                .compare_exchange_weak(state, state + held, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+        let mut state = self.state.load(Ordering::Relaxed);
+        // Other readers and waiters change the word meanwhile: fail only when it is not
+        // lockable.
+        while read_lockable(state, held, false) {
+            match self.state.compare_exchange_weak(
+                state,
+                state + held,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
+        false
     }
 
     /// Blocks until this thread holds a read lock or `deadline` passes; returns whether it
@@ -397,7 +438,7 @@ impl RawRwLock {
             // The reader left is the upgrader (invariant 6).
             let _ = Futex::wake_bitset_at(addr, 1, UPGRADER);
         }
-        if held & UPGRADABLE != 0 && before & READERS_WAITING != 0 {
+        if held & UPGRADABLE != 0 && upgradable_readers_may_come(before) {
             let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, UPGRADABLE_READER);
         }
     }
@@ -475,11 +516,9 @@ impl RawRwLock {
         }
     }
 
-    /// Releases the write lock, handing it to the readers that sleep, if any: they take it in
-    /// a read phase, which no writer may enter, so no running thread overtakes them. With only
-    /// writers asleep it wakes one, as [`write_unlock`](RawRwLock::write_unlock) does, and a
-    /// writer that is running may take the lock before it (this lock has no hand-off from
-    /// writer to writer).
+    /// Releases the write lock, handing it to the threads that sleep: to the readers, if any,
+    /// which take it in a read phase that no writer may enter; else to one writer, which takes
+    /// it before any other thread can. Either way no running thread overtakes them.
     ///
     /// # Safety
     ///
@@ -510,8 +549,21 @@ impl RawRwLock {
         let to_readers = phase_wanted
             && self
                 .state
-                .wake_bitset(i32::MAX as u32, UNTIMED_READER)
+                .wake_bitset(i32::MAX as u32, UNTIMED_READER | UNTIMED_UPGRADABLE)
                 .is_ok_and(|woken| woken > 0);
+        // Invariant 7: a fair unlock with no reader to hand to hands to an untimed writer.
+        if fair
+            && !to_readers
+            && state & WRITERS_WAITING != 0
+            && self.state.wake_bitset(1, UNTIMED_WRITER) == Ok(1)
+        {
+            // Release: the claimer's Acquire CAS sees what this thread wrote.
+            self.state.fetch_or(HANDED, Ordering::Release);
+            // The woken writer may have looked before HANDED was set and slept again. By
+            // address only (invariant 5): the lock may be claimed and freed by now.
+            let _ = Futex::wake_bitset_at(self.state.as_ptr(), 1, UNTIMED_WRITER);
+            return;
+        }
         // Waiters set bits meanwhile: each attempt builds on the word as it is.
         loop {
             let next = if to_readers {
@@ -533,8 +585,8 @@ impl RawRwLock {
             }
         }
         if to_readers {
-            // The readers woken may have looked too early and slept again; timed and
-            // upgradable readers join now too. By address only (invariant 5).
+            // The readers woken may have looked too early and slept again; timed readers join
+            // now too. By address only (invariant 5).
             let _ = Futex::wake_bitset_at(self.state.as_ptr(), i32::MAX as u32, ANY_READER);
         } else {
             self.wake_writer_or_readers(state);
@@ -595,7 +647,7 @@ impl RawRwLock {
     /// lock.
     pub unsafe fn downgrade_upgradable(&self) {
         let before = self.state.fetch_and(!UPGRADABLE, Ordering::Release);
-        if before & READERS_WAITING != 0 {
+        if upgradable_readers_may_come(before) {
             // This thread holds a read lock: the word is alive.
             let _ = self.state.wake_bitset(i32::MAX as u32, UPGRADABLE_READER);
         }
@@ -676,12 +728,11 @@ impl RawRwLock {
     /// (false only at the deadline).
     #[cold]
     fn read_contended(&self, held: u32, deadline: Option<Deadline>) -> bool {
-        let bitset = if held & UPGRADABLE != 0 {
-            UPGRADABLE_READER
-        } else if deadline.is_some() {
-            TIMED_READER
-        } else {
-            UNTIMED_READER
+        let bitset = match (held & UPGRADABLE != 0, deadline.is_some()) {
+            (true, true) => TIMED_UPGRADABLE,
+            (true, false) => UNTIMED_UPGRADABLE,
+            (false, true) => TIMED_READER,
+            (false, false) => UNTIMED_READER,
         };
         let mut woken = false;
         let mut spin = SpinWait::new();
@@ -773,6 +824,22 @@ impl RawRwLock {
         let mut spin = SpinWait::new();
         loop {
             let state = self.state.load(Ordering::Relaxed);
+            // Invariant 7: only an untimed writer back from a sleep claims a handed lock.
+            if slept && deadline.is_none() && is_write_locked(state) && state & HANDED != 0 {
+                if self
+                    .state
+                    .compare_exchange_weak(
+                        state,
+                        (state & !HANDED) | WRITERS_WAITING,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
             if who.lockable(state) {
                 if self
                     .state
@@ -806,8 +873,8 @@ impl RawRwLock {
                 return false;
             }
             *marked = true;
-            if self.state.wait_bitset(state | bits, who.bitset(), deadline) == Err(Error::TimedOut)
-            {
+            let bitset = who.bitset(deadline.is_some());
+            if self.state.wait_bitset(state | bits, bitset, deadline) == Err(Error::TimedOut) {
                 return false;
             }
             slept = true;
@@ -851,9 +918,11 @@ impl Exclusive {
         }
     }
 
-    fn bitset(self) -> u32 {
+    /// The futex bitset `self` sleeps with; `timed`: it has a deadline.
+    fn bitset(self, timed: bool) -> u32 {
         match self {
-            Exclusive::Writer => WRITER,
+            Exclusive::Writer if timed => TIMED_WRITER,
+            Exclusive::Writer => UNTIMED_WRITER,
             Exclusive::Upgrader => UPGRADER,
         }
     }
