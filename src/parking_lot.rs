@@ -38,7 +38,9 @@
 //! ```
 //!
 //! What parking_lot has and this module has not (yet): recursive reads (`read_recursive`),
-//! fair unlocks of the RwLock, `RecursiveRwLock`, and parking_lot's `Once` (use `std::sync::Once` or `OnceLock`).
+//! `RecursiveRwLock`, and parking_lot's `Once` (use `std::sync::Once` or `OnceLock`). A fair
+//! unlock of the [`RwLock`] hands the lock to the readers asleep, else to one writer asleep;
+//! a fair read unlock is a plain one.
 //! As with parking_lot, [`Condvar`] waits on [`Mutex`]'s guards only, not on [`FairMutex`]'s.
 //! Unlike parking_lot's, no guard is `Send` (there is no `send_guard` feature): a lock is
 //! released by the thread that took it.

@@ -13,6 +13,8 @@ mod model;
 use futexkit::raw::RawRwLock;
 use futexkit::sync::{Barrier, RwLock, RwLockWriteGuard};
 use model::atomic::{AtomicUsize, Ordering};
+#[cfg(shuttle)]
+use model::check_scaled;
 use model::{check, in_threads, Arc, FAR};
 
 /// Data a writer updates in two relaxed halves: a reader that ever sees them differ saw a
@@ -301,6 +303,32 @@ fn releasing_an_upgradable_read_wakes_the_next() {
             jobs.push(Box::new(|h| h.write()));
         }
         run_raw(jobs, 2 * usize::from(cfg!(shuttle)));
+    });
+}
+
+/// A fair write unlock opens a read phase for a reader and the upgradable reader asleep, with
+/// a writer asleep too: the reader's unlock, the last but for the upgrader, wakes the upgrader
+/// however the upgrader's entry and its upgrade interleave with it. (Four threads: shuttle
+/// only, as loom's exhaustive search of them does not end in CI's time; with 15 times the
+/// schedules, as the interleaving that strands the upgrader is rare.)
+#[test]
+#[cfg(shuttle)]
+fn an_upgrade_inside_a_read_phase() {
+    check_scaled(2, 15, || {
+        run_raw(
+            vec![
+                Box::new(|h| {
+                    h.lock.write();
+                    h.bump();
+                    // SAFETY: taken just above.
+                    unsafe { h.lock.write_unlock_fair() };
+                }),
+                Box::new(|h| h.read()),
+                Box::new(|h| h.upgrade_and_write()),
+                Box::new(|h| h.write()),
+            ],
+            3,
+        );
     });
 }
 

@@ -20,8 +20,15 @@ pub const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
 /// `LOOM_MAX_PREEMPTIONS` says so); with shuttle, `SHUTTLE_ITERATIONS` (default 2000) PCT
 /// schedules of depth 3.
 pub fn check(preemptions: usize, f: impl Fn() + Send + Sync + 'static) {
+    check_scaled(preemptions, 1, f);
+}
+
+/// As [`check`], with `scale` times as many shuttle schedules: for a scenario whose failing
+/// interleavings are rare among PCT's schedules.
+pub fn check_scaled(preemptions: usize, scale: usize, f: impl Fn() + Send + Sync + 'static) {
     #[cfg(loom)]
     {
+        let _ = scale;
         let mut builder = loom::model::Builder::new();
         let cap = builder.preemption_bound.unwrap_or(preemptions);
         builder.preemption_bound = Some(preemptions.min(cap));
@@ -33,7 +40,8 @@ pub fn check(preemptions: usize, f: impl Fn() + Send + Sync + 'static) {
         let iterations = std::env::var("SHUTTLE_ITERATIONS")
             .ok()
             .and_then(|n| n.parse().ok())
-            .unwrap_or(2000);
+            .unwrap_or(2000)
+            * scale;
         let mut config = shuttle::Config::new();
         config.silence_warnings = true;
         let scheduler = shuttle::scheduler::PctScheduler::new(3, iterations);
