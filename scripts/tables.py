@@ -9,7 +9,7 @@ Both files are the output of the same example (markdown tables), from this build
 previous one run in the same session. Tables are paired in order. In a table with a `backend`
 column, the previous build's futexkit rows are added as rows labelled LABEL; in any other
 table with a `futexkit` column, a LABEL column is added after it, filled from the previous
-table's row with the same first cell (or the same position). Everything else is printed as it
+table's row with the same cells before the futexkit column (or the same position). Everything else is printed as it
 is. Tables the previous output lacks are left unchanged.
 
 `summary` prints one line per table with a `futexkit / best` column: the lowest and highest
@@ -58,10 +58,12 @@ def merge(cur, prev, label):
     if "futexkit" not in head or "futexkit" not in prev_head:
         return cur
     f, pf = head.index("futexkit"), prev_head.index("futexkit")
-    by_key = {p[0]: p for p in prev_rows}
+    # A row is named by its cells before the futexkit column (threads, and a mix or size
+    # where the table has one).
+    by_key = {tuple(p[:pf]): p for p in prev_rows}
     out = [row(head[: f + 1] + [label] + head[f + 1 :]), row(["---"] * (len(head) + 1))]
     for i, r in enumerate(rows):
-        p = by_key.get(r[0]) or (prev_rows[i] if i < len(prev_rows) else None)
+        p = by_key.get(tuple(r[:f])) or (prev_rows[i] if i < len(prev_rows) else None)
         value = p[pf] if p is not None and pf < len(p) else "-"
         out.append(row(r[: f + 1] + [value] + r[f + 1 :]))
     return out
