@@ -376,39 +376,6 @@ fn a_sleeping_reader_is_woken_by_the_write_unlock() {
     assert_eq!(reader.join().unwrap(), 0);
 }
 
-/// `RawRwLock::write_unlock_fair` with a reader asleep and no writer waiting: the lock goes to
-/// the reader (a read phase), so no writer can take it a moment later, round after round. (A
-/// plain unlock releases it: the unlocking thread could take it straight back.)
-#[test]
-fn a_fair_write_unlock_hands_the_lock_to_sleeping_readers() {
-    use futexkit::raw::RawRwLock;
-    use std::sync::mpsc;
-
-    let raw = Arc::new(RawRwLock::new());
-    for round in 0..20 {
-        raw.write();
-        let (release, released) = mpsc::channel::<()>();
-        let reader = spawn_blocked({
-            let raw = Arc::clone(&raw);
-            move || {
-                raw.read();
-                released.recv().unwrap();
-                // SAFETY: taken just above.
-                unsafe { raw.read_unlock() };
-            }
-        });
-        // SAFETY: this thread took the write lock above.
-        unsafe { raw.write_unlock_fair() };
-        assert!(
-            !raw.try_write(),
-            "round {round}: a writer took the lock after a fair unlock with a reader asleep"
-        );
-        release.send(()).unwrap();
-        reader.join().unwrap();
-    }
-    assert!(raw.try_write(), "the lock ends free");
-}
-
 /// Upgradable reads through the raw API: shared with plain readers, exclusive of each other
 /// and of writers. An upgrade sleeps until the last plain reader leaves (that reader's unlock
 /// wakes it) and lets in no writer, although one was asleep before it.
@@ -474,10 +441,10 @@ fn an_upgrade_waits_for_the_reader_and_lets_no_writer_in() {
     assert!(raw.try_write(), "the lock ends free");
 }
 
-/// `RawRwLock::write_unlock_fair` with a writer asleep and no reader waiting: the lock goes to
-/// that writer, so it is not free for the unlocking thread a moment later, round after round.
-#[test]
-fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_writer() {
+/// `RawRwLock::write_unlock_fair` with one thread asleep taking the lock in `mode`, round
+/// after round: the lock goes to that thread, so no other can take it a moment later. (A plain
+/// unlock releases it: the unlocking thread could take it straight back.)
+fn a_fair_write_unlock_hands_the_lock_to_the_sleeper(mode: Mode) {
     use futexkit::raw::RawRwLock;
     use std::sync::mpsc;
 
@@ -485,23 +452,64 @@ fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_writer() {
     for round in 0..20 {
         raw.write();
         let (release, released) = mpsc::channel::<()>();
-        let writer = spawn_blocked({
+        let sleeper = spawn_blocked({
             let raw = Arc::clone(&raw);
             move || {
-                raw.write();
+                mode.lock(&raw);
                 released.recv().unwrap();
                 // SAFETY: taken just above.
-                unsafe { raw.write_unlock() };
+                unsafe { mode.unlock(&raw) };
             }
         });
         // SAFETY: this thread took the write lock above.
         unsafe { raw.write_unlock_fair() };
         assert!(
-            !raw.try_write() && !raw.try_read(),
-            "round {round}: the lock was free after a fair unlock with a writer asleep"
+            !raw.try_write(),
+            "round {round}: the lock was free after a fair unlock with a {mode:?} asleep"
         );
         release.send(()).unwrap();
-        writer.join().unwrap();
+        sleeper.join().unwrap();
     }
     assert!(raw.try_write(), "the lock ends free");
+}
+
+/// How the sleeper of `a_fair_write_unlock_hands_the_lock_to_the_sleeper` takes the lock.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Reader,
+    Writer,
+}
+
+impl Mode {
+    fn lock(self, raw: &futexkit::raw::RawRwLock) {
+        match self {
+            Mode::Reader => raw.read(),
+            Mode::Writer => raw.write(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// The caller holds `raw` in this mode.
+    unsafe fn unlock(self, raw: &futexkit::raw::RawRwLock) {
+        // SAFETY: the caller holds `raw` in this mode.
+        unsafe {
+            match self {
+                Mode::Reader => raw.read_unlock(),
+                Mode::Writer => raw.write_unlock(),
+            }
+        }
+    }
+}
+
+/// With a reader asleep and no writer waiting, the reader gets the lock in a read phase.
+#[test]
+fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_reader() {
+    a_fair_write_unlock_hands_the_lock_to_the_sleeper(Mode::Reader);
+}
+
+/// With a writer asleep and no reader waiting, the lock is handed to that writer.
+#[test]
+fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_writer() {
+    a_fair_write_unlock_hands_the_lock_to_the_sleeper(Mode::Writer);
 }

@@ -507,13 +507,17 @@ impl RawRwLock {
     /// `try_write*`, or by an upgrade).
     #[inline]
     pub unsafe fn write_unlock(&self) {
-        if self
-            .state
-            .compare_exchange(WRITE_LOCKED, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
+        if !self.release_write_uncontended() {
             self.write_unlock_contended(false);
         }
+    }
+
+    /// The write unlock when nobody waits: one CAS to 0; returns whether it did it.
+    #[inline]
+    fn release_write_uncontended(&self) -> bool {
+        self.state
+            .compare_exchange(WRITE_LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Releases the write lock, handing it to the threads that sleep: to the readers, if any,
@@ -524,11 +528,7 @@ impl RawRwLock {
     ///
     /// As [`write_unlock`](RawRwLock::write_unlock).
     pub unsafe fn write_unlock_fair(&self) {
-        if self
-            .state
-            .compare_exchange(WRITE_LOCKED, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
+        if !self.release_write_uncontended() {
             self.write_unlock_contended(true);
         }
     }
