@@ -333,6 +333,13 @@ fn a_fair_unlock_hands_the_lock_to_the_sleeper() {
     use std::sync::mpsc;
 
     let raw = Arc::new(RawMutex::new());
+    // The first wait in a process measures the machine for the spin policy (a `OnceLock`). A
+    // sleeper that blocks on that, because another test is measuring, looks asleep to
+    // `spawn_blocked` without being asleep on this lock: have this thread wait once first.
+    raw.lock();
+    assert!(!raw.try_lock_for(Duration::from_millis(1)));
+    // SAFETY: taken just above.
+    unsafe { raw.unlock() };
     for round in 0..20 {
         raw.lock();
         let (release, released) = mpsc::channel::<()>();

@@ -449,6 +449,13 @@ fn a_fair_write_unlock_hands_the_lock_to_the_sleeper(mode: Mode) {
     use std::sync::mpsc;
 
     let raw = Arc::new(RawRwLock::new());
+    // The first wait in a process measures the machine for the spin policy (a `OnceLock`). A
+    // sleeper that blocks on that, because another test is measuring, looks asleep to
+    // `spawn_blocked` without being asleep on this lock: have this thread wait once first.
+    raw.write();
+    assert!(!raw.try_read_for(Duration::from_millis(1)));
+    // SAFETY: taken just above.
+    unsafe { raw.write_unlock() };
     for round in 0..20 {
         raw.write();
         let (release, released) = mpsc::channel::<()>();

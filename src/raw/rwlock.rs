@@ -426,7 +426,7 @@ impl RawRwLock {
     /// After a read release that needed no hand-off (`before`: the word it replaced), by
     /// address only (invariant 5): wake a writer if this was the last reader and one began to
     /// wait; the upgrader if this left it alone; the upgradable readers if the upgradable
-    /// read was released while readers waited.
+    /// read was released while they may take it (`upgradable_readers_may_come`).
     #[cold]
     fn wake_after_read_release(&self, before: u32, held: u32) {
         let addr = self.state.as_ptr();
