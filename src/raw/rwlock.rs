@@ -177,7 +177,7 @@ fn upgraded(state: u32) -> u32 {
 /// The lock without the data: one 32-bit futex word (its state table is at the top of
 /// `src/raw/rwlock.rs`). [`RwLock`](crate::sync::RwLock) is this plus a poison flag and the
 /// data; with the `lock_api` or `lock_api_05` feature it implements lock_api's `RawRwLock`,
-/// `RawRwLockDowngrade`, `RawRwLockTimed` and the upgradable-read traits.
+/// `RawRwLockFair`, `RawRwLockDowngrade`, `RawRwLockTimed` and the upgradable-read traits.
 ///
 /// ```
 /// use futexkit::raw::RawRwLock;
