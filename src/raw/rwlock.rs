@@ -824,23 +824,7 @@ impl RawRwLock {
         let mut spin = SpinWait::new();
         loop {
             let state = self.state.load(Ordering::Relaxed);
-            // Invariant 7: only an untimed writer back from a sleep claims a handed lock.
-            if slept && deadline.is_none() && is_write_locked(state) && state & HANDED != 0 {
-                if self
-                    .state
-                    .compare_exchange_weak(
-                        state,
-                        (state & !HANDED) | WRITERS_WAITING,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return true;
-                }
-                continue;
-            }
-            if who.lockable(state) {
+            if who.lockable(state, slept && deadline.is_none()) {
                 if self
                     .state
                     .compare_exchange_weak(
@@ -891,21 +875,27 @@ enum Exclusive {
 }
 
 impl Exclusive {
-    fn lockable(self, state: u32) -> bool {
+    /// Whether `self` may take the write lock from `state`; `may_claim`: it is an untimed
+    /// writer back from a sleep, the only kind that claims a handed lock (invariant 7).
+    fn lockable(self, state: u32, may_claim: bool) -> bool {
         match self {
-            Exclusive::Writer => write_lockable(state),
+            Exclusive::Writer => {
+                write_lockable(state)
+                    || (may_claim && is_write_locked(state) && state & HANDED != 0)
+            }
             // The one reader left is the upgrader itself.
             Exclusive::Upgrader => readers(state) == 1,
         }
     }
 
-    /// The word once `self` takes the write lock. After a sleep, other writers may sleep
+    /// The word once `self` takes the write lock (from a free word, or claiming a handed one:
+    /// `HANDED` is set only with `WRITE_LOCKED`). After a sleep, other writers may sleep
     /// still: a writer then keeps `WRITERS_WAITING` so that its unlock wakes the next
     /// (invariant 1); an upgrader always keeps it, as it cannot tell whether it set the bit
     /// alone.
     fn locked(self, state: u32, slept: bool) -> u32 {
         match self {
-            Exclusive::Writer if slept => state | WRITE_LOCKED | WRITERS_WAITING,
+            Exclusive::Writer if slept => (state & !HANDED) | WRITE_LOCKED | WRITERS_WAITING,
             Exclusive::Writer => state | WRITE_LOCKED,
             Exclusive::Upgrader => upgraded(state),
         }
