@@ -1,14 +1,15 @@
 //! futexkit's main job: this machine's ping-pong table.
 //!
 //! Two threads hand a turn back and forth with each mechanism, idle and then with a busy thread
-//! on every CPU (oversubscribed). Prints the median round trip of several batches and its ratio
-//! to raw futex wake + wait. `cargo run --release --example pingpong [-- --quick]`.
+//! on every CPU (oversubscribed). Prints the mean round trip over several batches (each a fresh
+//! pair of threads: total time over total round trips, so a slow batch counts), the fastest and
+//! slowest batch, and the mean's ratio to raw futex wake + wait. `cargo run --release --example pingpong [-- --quick]`.
 
 use futexkit_support::pingpong;
 
 use std::time::Duration;
 
-use pingpong::{median_round_trips, BackgroundLoad, Mechanism};
+use pingpong::{round_trips, BackgroundLoad, Mechanism, RoundTrips};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -20,7 +21,7 @@ fn main() {
     println!("futexkit ping-pong: one round trip = hand the turn over and get it back");
     println!("{}", futexkit::capabilities());
     println!("swap mode: {:?}", futexkit::swap::mode());
-    println!("median of {batches} batches of ~{batch_time:?}\n");
+    println!("mean of {batches} batches of ~{batch_time:?} (fastest - slowest batch)\n");
 
     let idle = run_all(batches, batch_time);
     let loaded = {
@@ -29,35 +30,35 @@ fn main() {
     };
 
     println!(
-        "| {:<28} | {:>10} | {:>12} | {:>16} | {:>12} |",
+        "| {:<28} | {:>27} | {:>12} | {:>27} | {:>12} |",
         "mechanism", "idle", "vs wake+wait", "oversubscribed", "vs wake+wait"
     );
     println!(
-        "|{:-<30}|{:->12}|{:->14}|{:->18}|{:->14}|",
+        "|{:-<30}|{:->29}|{:->14}|{:->29}|{:->14}|",
         "", "", "", "", ""
     );
-    let base_idle = idle[0].1;
-    let base_loaded = loaded[0].1;
+    let base_idle = idle[0].1.map(|r| r.mean);
+    let base_loaded = loaded[0].1.map(|r| r.mean);
     for (row, ((mechanism, idle), (_, loaded))) in idle.iter().zip(&loaded).enumerate() {
         match (idle, loaded) {
-            (Some(i), Some(l)) if row == 0 => println!(
-                "| {:<28} | {:>10} | {:>12} | {:>16} | {:>12} |",
-                mechanism.name(),
-                fmt(*i),
-                "baseline",
-                fmt(*l),
-                "baseline",
-            ),
             (Some(i), Some(l)) => println!(
-                "| {:<28} | {:>10} | {:>12} | {:>16} | {:>12} |",
+                "| {:<28} | {:>27} | {:>12} | {:>27} | {:>12} |",
                 mechanism.name(),
-                fmt(*i),
-                ratio(*i, base_idle),
-                fmt(*l),
-                ratio(*l, base_loaded),
+                spread(i),
+                if row == 0 {
+                    "baseline".to_string()
+                } else {
+                    ratio(i.mean, base_idle)
+                },
+                spread(l),
+                if row == 0 {
+                    "baseline".to_string()
+                } else {
+                    ratio(l.mean, base_loaded)
+                },
             ),
             _ => println!(
-                "| {:<28} | {:>10} | {:>12} | {:>16} | {:>12} |",
+                "| {:<28} | {:>27} | {:>12} | {:>27} | {:>12} |",
                 mechanism.name(),
                 "skipped",
                 "",
@@ -68,17 +69,21 @@ fn main() {
     }
 }
 
-fn run_all(batches: usize, batch_time: Duration) -> Vec<(Mechanism, Option<Duration>)> {
+fn spread(r: &RoundTrips) -> String {
+    format!("{} ({} - {})", fmt(r.mean), fmt(r.fastest), fmt(r.slowest))
+}
+
+fn run_all(batches: usize, batch_time: Duration) -> Vec<(Mechanism, Option<RoundTrips>)> {
     let runnable: Vec<Mechanism> = Mechanism::ALL
         .into_iter()
         .filter(|m| m.available().is_ok())
         .collect();
-    let medians = median_round_trips(&runnable, batches, batch_time);
+    let stats = round_trips(&runnable, batches, batch_time);
     Mechanism::ALL
         .iter()
         .map(|&m| {
-            let median = runnable.iter().position(|&r| r == m).map(|i| medians[i]);
-            (m, median)
+            let stat = runnable.iter().position(|&r| r == m).map(|i| stats[i]);
+            (m, stat)
         })
         .collect()
 }

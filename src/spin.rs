@@ -395,6 +395,86 @@ pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
     THREAD_SPINNER.with(f)
 }
 
+/// What a thread's recent waits for a notify ([`spin_for_notify`]) taught: `credit` says how
+/// well its spins have been paying (0: not at all; spinning stops), `skipped` counts waits
+/// since its last spin, so that a thread that stopped still tries one spin in
+/// `NOTIFY_PROBE_EVERY` and finds out when spinning would pay again.
+struct NotifyHistory {
+    credit: core::cell::Cell<u8>,
+    skipped: core::cell::Cell<u8>,
+}
+
+/// The most credit a run of winning spins builds up: that many losing spins in a row stop it.
+const MAX_NOTIFY_CREDIT: u8 = 8;
+/// A spin that won earns this much credit, one that lost costs 1: spinning goes on while at
+/// least one spin in three wins (a win saves a sleep and a wake, which cost more than the
+/// spin's budget; a loss wastes the budget).
+const NOTIFY_WIN_CREDIT: u8 = 2;
+/// A thread whose spins stopped paying still spins once in this many waits.
+const NOTIFY_PROBE_EVERY: u8 = 16;
+
+std::thread_local! {
+    static NOTIFY_HISTORY: NotifyHistory = const {
+        NotifyHistory {
+            credit: core::cell::Cell::new(0),
+            skipped: core::cell::Cell::new(0),
+        }
+    };
+}
+
+/// The spin of a wait for another thread's notify (a Condvar's wait, a Barrier's): spins a
+/// lock waiter's budget (`SPIN_WAIT_NS`) until `done` holds, and returns whether it did; or
+/// does not spin at all (calling `done` once) where spinning has not been paying.
+///
+/// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin
+/// is the short, fixed one of a lock waiter, never learned longer. Whether to spin at all is
+/// learned per thread (a thread's waits tend to be of one kind: a worker waiting for jobs,
+/// one side of a ping-pong): spins that win earn credit and spins that lose cost it, and a
+/// thread that was preempted since its last sleep loses it all, as its spinning takes a CPU
+/// that other threads want. Without credit, one wait in `NOTIFY_PROBE_EVERY` spins anyway.
+/// Nothing here can make a wait longer than its budget: the budget never grows.
+pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
+    if done() {
+        return true;
+    }
+    if machine().spin_wait_hints == 0 || deadline.is_some_and(|d| d.has_passed()) {
+        return false;
+    }
+    let spin_now = NOTIFY_HISTORY.with(|h| {
+        if h.credit.get() > 0 {
+            return true;
+        }
+        let skipped = h.skipped.get() + 1;
+        h.skipped.set(skipped % NOTIFY_PROBE_EVERY);
+        skipped == NOTIFY_PROBE_EVERY
+    });
+    if !spin_now {
+        return false;
+    }
+    let started = Instant::now();
+    let mut spin = SpinWait::new();
+    let won = loop {
+        if !spin.spin() {
+            break false;
+        }
+        if done() {
+            break true;
+        }
+    };
+    let preempted = started.elapsed() > Duration::from_nanos(u64::from(SPIN_WAIT_NS) * 4);
+    NOTIFY_HISTORY.with(|h| {
+        let credit = h.credit.get();
+        h.credit.set(if preempted {
+            0
+        } else if won {
+            (credit + NOTIFY_WIN_CREDIT).min(MAX_NOTIFY_CREDIT)
+        } else {
+            credit.saturating_sub(1)
+        });
+    });
+    won
+}
+
 std::thread_local! {
     /// This thread's count of involuntary context switches at its last sleep.
     static SWITCHES_AT_LAST_SLEEP: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };

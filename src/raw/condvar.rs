@@ -116,6 +116,12 @@ impl RawCondvar {
         let seq = self.seq.load(Ordering::Relaxed);
         // SAFETY: the caller holds the lock.
         unsafe { mutex.unlock() };
+        // A notify seen while spinning ends the wait as a wake would; the spinner is not among
+        // `sleepers`, so that notify made no syscall.
+        if crate::spin::spin_for_notify(deadline, || self.seq.load(Ordering::Relaxed) != seq) {
+            mutex.lock();
+            return false;
+        }
         self.sleepers.fetch_add(1, Ordering::AcqRel);
         // Woken, spuriously or not, or `seq` changed before the sleep: either way this wait is
         // over (spurious wakeups are allowed; callers re-check their condition).

@@ -33,6 +33,7 @@ pub enum Mechanism {
     SwapKernel,
     Parker,
     SpinOnly,
+    FutexkitMutexCondvar,
     StdMutexCondvar,
     ParkingLotMutexCondvar,
     Pipe,
@@ -40,13 +41,14 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 10] = [
+    pub const ALL: [Mechanism; 11] = [
         Mechanism::FutexWakeWait,
         Mechanism::FutexWakeWaitOneCpu,
         Mechanism::SwapEmulated,
         Mechanism::SwapKernel,
         Mechanism::Parker,
         Mechanism::SpinOnly,
+        Mechanism::FutexkitMutexCondvar,
         Mechanism::StdMutexCondvar,
         Mechanism::ParkingLotMutexCondvar,
         Mechanism::Pipe,
@@ -61,6 +63,7 @@ impl Mechanism {
             Mechanism::SwapKernel => "futexkit swap (kernel)",
             Mechanism::Parker => "futexkit Parker::swap_to",
             Mechanism::SpinOnly => "spin only (floor)",
+            Mechanism::FutexkitMutexCondvar => "futexkit Mutex+Condvar",
             Mechanism::StdMutexCondvar => "std Mutex+Condvar",
             Mechanism::ParkingLotMutexCondvar => "parking_lot Mutex+Condvar",
             Mechanism::Pipe => "pipe pair",
@@ -77,6 +80,7 @@ impl Mechanism {
             Mechanism::SwapKernel => "swap_kernel",
             Mechanism::Parker => "parker_swap_to",
             Mechanism::SpinOnly => "spin_only",
+            Mechanism::FutexkitMutexCondvar => "futexkit_mutex_condvar",
             Mechanism::StdMutexCondvar => "std_mutex_condvar",
             Mechanism::ParkingLotMutexCondvar => "parking_lot_mutex_condvar",
             Mechanism::Pipe => "pipe",
@@ -109,6 +113,7 @@ impl Mechanism {
             }),
             Mechanism::Parker => Arc::new(ParkerTurns::default()),
             Mechanism::SpinOnly => Arc::new(SpinTurns::default()),
+            Mechanism::FutexkitMutexCondvar => Arc::new(FutexkitTurns::default()),
             Mechanism::StdMutexCondvar => Arc::new(StdTurns::default()),
             Mechanism::ParkingLotMutexCondvar => Arc::new(ParkingLotTurns::default()),
             Mechanism::Pipe => Arc::new(PipeTurns::new()),
@@ -216,13 +221,24 @@ pub fn batch_size(mechanism: Mechanism, batch_time: Duration) -> u64 {
     }
 }
 
-/// Median per-round-trip time of each mechanism over `batches` batches of about `batch_time`,
-/// interleaved (one batch of each mechanism per pass) so drift in machine load hits all alike.
-pub fn median_round_trips(
+/// Round trips of one mechanism over several batches, each batch a fresh pair of threads.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundTrips {
+    /// Total time over total round trips: what a user gets, slow batches included.
+    pub mean: Duration,
+    /// The fastest batch's round trip.
+    pub fastest: Duration,
+    /// The slowest batch's round trip.
+    pub slowest: Duration,
+}
+
+/// Round trips of each mechanism over `batches` batches of about `batch_time`, interleaved
+/// (one batch of each mechanism per pass) so drift in machine load hits all alike.
+pub fn round_trips(
     mechanisms: &[Mechanism],
     batches: usize,
     batch_time: Duration,
-) -> Vec<Duration> {
+) -> Vec<RoundTrips> {
     let sizes: Vec<u64> = mechanisms
         .iter()
         .map(|&m| batch_size(m, batch_time))
@@ -230,14 +246,20 @@ pub fn median_round_trips(
     let mut samples = vec![Vec::with_capacity(batches); mechanisms.len()];
     for _ in 0..batches {
         for (i, &m) in mechanisms.iter().enumerate() {
-            samples[i].push(measure(m, sizes[i]) / sizes[i] as u32);
+            samples[i].push(measure(m, sizes[i]));
         }
     }
     samples
         .into_iter()
-        .map(|mut s| {
-            s.sort();
-            s[s.len() / 2]
+        .zip(sizes)
+        .map(|(times, size)| {
+            let total: Duration = times.iter().sum();
+            let per = |t: Duration| t / size as u32;
+            RoundTrips {
+                mean: total / (size as usize * times.len()) as u32,
+                fastest: per(*times.iter().min().unwrap()),
+                slowest: per(*times.iter().max().unwrap()),
+            }
         })
         .collect()
 }
@@ -328,6 +350,33 @@ impl Turns for SpinTurns {
     }
     fn pass_turn(&self, side: usize) {
         self.turn.store(1 - side as u32, Ordering::Release);
+    }
+}
+
+#[derive(Default)]
+/// The same code as `StdTurns`, over futexkit's std-compatible types.
+struct FutexkitTurns {
+    turn: futexkit::sync::Mutex<usize>,
+    changed: futexkit::sync::Condvar,
+}
+impl Turns for FutexkitTurns {
+    fn wait_turn(&self, side: usize) {
+        let mut turn = self.turn.lock().unwrap();
+        while *turn != side {
+            turn = self.changed.wait(turn).unwrap();
+        }
+    }
+    fn pass_turn(&self, side: usize) {
+        *self.turn.lock().unwrap() = 1 - side;
+        self.changed.notify_one();
+    }
+    fn pass_and_wait(&self, side: usize) {
+        let mut turn = self.turn.lock().unwrap();
+        *turn = 1 - side;
+        self.changed.notify_one();
+        while *turn != side {
+            turn = self.changed.wait(turn).unwrap();
+        }
     }
 }
 
