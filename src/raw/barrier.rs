@@ -24,14 +24,13 @@
 //!   one before it having left `wait`'s arrival, so a sleeper never sees its own generation
 //!   come round again. A barrier of 0 or 1 parties releases every caller at once, each as
 //!   leader, as std's does.
-//! * A waiter spins briefly before it sleeps only when all parties can run at once (no more
-//!   parties than usable CPUs): then the last arrival is likely moments away.
+//! * A waiter may spin before it sets `SLEEPERS`; how long, and whether at all, is the spin
+//!   policy's decision (`crate::spin::spin_for_arrivals`). A spin only looks at the word.
 
 use core::fmt;
 
 use crate::atomic::Ordering;
 use crate::futex::Futex;
-use crate::spin::SpinWait;
 
 const ARRIVED: u32 = (1 << 30) - 1;
 const SLEEPERS: u32 = 1 << 30;
@@ -98,10 +97,7 @@ impl RawBarrier {
             return true;
         }
         let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
-        if self.parties <= crate::spin::usable_cpus() {
-            let mut spin = SpinWait::new();
-            while !released() && spin.spin() {}
-        }
+        crate::spin::spin_for_arrivals(self.parties, released);
         loop {
             let state = self.state.load(Ordering::Acquire);
             if state & GENERATION != generation {

@@ -30,9 +30,10 @@
 //! * `notify_all` wakes every sleeper at once, so that they run as soon as CPUs can take them;
 //!   they then meet on the mutex, whose spin and one-wake-per-unlock keep that orderly.
 //!
-//! A wait does not spin before it sleeps: a notify is often far off, and on a machine with
-//! more runnable threads than CPUs a spinning waiter takes the CPU from the very thread that
-//! would notify it (`docs/design.md`, "Spinning").
+//! * **spin**: between the unlock and the add to `sleepers`, a wait may spin on `seq`, as the
+//!   spin policy decides (`crate::spin::spin_for_notify`). A change seen there ends the wait as
+//!   a wake would; the spinner is not counted in `sleepers`, so the notify made no syscall.
+//!   The spin only reads `seq`: the protocol above is the same with or without it.
 
 use core::fmt;
 

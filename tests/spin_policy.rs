@@ -1,0 +1,100 @@
+//! The spin policy's decisions as a user sees them (`futexkit::spin::decisions`): every wait that
+//! reaches the policy is counted once, as won, lost or skipped. Never asserts which: that
+//! depends on the machine and its load. The counts are the process's, so everything that counts
+//! runs in one test, one step after another.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futexkit::spin::{decisions, Outcomes};
+use futexkit::swap::Parker;
+use futexkit::{Condvar, Mutex};
+
+fn total(o: Outcomes) -> u64 {
+    o.won + o.lost + o.skipped
+}
+
+#[test]
+fn every_wait_that_reaches_the_policy_is_counted() {
+    a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped();
+    a_condvar_ping_pong_counts_its_waits();
+    a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped();
+}
+
+fn a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped() {
+    // The wait runs on a fresh thread, whose counts are all in once it has been joined.
+    let before = decisions().notify;
+    std::thread::spawn(|| {
+        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
+        let guard = mutex.lock().unwrap();
+        let (_guard, timeout) = condvar
+            .wait_timeout(guard, Duration::from_millis(5))
+            .unwrap();
+        assert!(timeout.timed_out());
+    })
+    .join()
+    .unwrap();
+    let after = decisions().notify;
+    assert!(after.lost + after.skipped > before.lost + before.skipped);
+}
+
+fn a_condvar_ping_pong_counts_its_waits() {
+    const TURNS: u64 = 2_000;
+    let before = total(decisions().notify);
+    let shared = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let partner = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            let (m, c) = &*shared;
+            for i in 0..TURNS {
+                let mut v = c
+                    .wait_while(m.lock().unwrap(), |v| *v != 2 * i + 1)
+                    .unwrap();
+                *v += 1;
+                c.notify_one();
+            }
+        })
+    };
+    let (m, c) = &*shared;
+    for i in 0..TURNS {
+        let mut v = m.lock().unwrap();
+        *v += 1;
+        c.notify_one();
+        drop(c.wait_while(v, |v| *v != 2 * i + 2).unwrap());
+    }
+    partner.join().unwrap();
+    // The partner's counts are in (joined); this thread's are read by `decisions` itself.
+    let counted = total(decisions().notify) - before;
+    // A wait whose condition already held never reaches the policy, so fewer than 2 * TURNS
+    // may be counted; but the side that passed the turn waits for it to come back.
+    assert!(counted > 0, "no wait was counted");
+    assert!(
+        counted <= 2 * TURNS,
+        "{counted} counted for {} waits",
+        2 * TURNS
+    );
+}
+
+fn a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped() {
+    let before = decisions().hand_off;
+    std::thread::spawn(|| {
+        let parker = Parker::new();
+        let deadline = futexkit::futex::Deadline::after(Duration::from_millis(5));
+        assert_eq!(
+            parker.park(Some(deadline)),
+            Err(futexkit::futex::Error::TimedOut)
+        );
+    })
+    .join()
+    .unwrap();
+    let after = decisions().hand_off;
+    assert!(after.lost + after.skipped > before.lost + before.skipped);
+}
+
+#[test]
+fn decisions_print_every_kind() {
+    let text = decisions().to_string();
+    for kind in ["lock:", "notify:", "hand-off:"] {
+        assert!(text.contains(kind), "{text}");
+    }
+}
