@@ -1,11 +1,32 @@
-//! The spin policy every futexkit primitive shares: how long a waiter spins before it sleeps.
+//! The wait policy every futexkit waiter shares: whether to spin before it sleeps, and how long.
 //!
 //! Sleeping costs a wake-up: a futex wake that must rouse an idle CPU takes tens of
 //! microseconds on a virtual machine, a hand-off between two running threads a fraction of one
 //! (`docs/design.md`, "Spinning"). Spinning briefly therefore wins when the thread being waited
 //! for is running and about to act, and loses when it is not: the spinner burns a CPU that
-//! thread may need. Two kinds of waiter share these rules:
+//! thread may need. The policy never yields its CPU in place of a sleep: a yield queues the
+//! waiter behind whatever else is runnable, which costs a server's tail latency, and user space
+//! cannot tell whether the thread a yield would hand the CPU to is the one it waits for.
 //!
+//! ## State
+//!
+//! | state | kept | meaning | changed by |
+//! |-------|------|---------|------------|
+//! | `Machine` | once per process | usable CPUs, a spin hint's cost, a lock spin's hints | measured at the first spin, never again |
+//! | `Spinner::learned_ns` | per hand-off primitive (or thread, for raw `swap`) | moving average of its waits, 0 = do not spin | every sleep and every won spin of a hand-off wait |
+//! | `Spinner::spinning` | per hand-off primitive | threads spinning on it now, at most `max_spinners` | a `SpinnerSlot` taken and dropped |
+//! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
+//! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
+//! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
+//! | `TALLIES`, `TOTALS` | per thread, per process | what the policy decided ([`decisions`]) | every decision; added to the process's every `FLUSH_EVERY` |
+//!
+//! None of it is protocol state: a policy mistake costs time, never a wake-up. Each waiter's
+//! protocol reads its own words and asks the policy only how long to keep looking.
+//!
+//! ## Rules, one place per decision
+//!
+//! * **Can spinning pay at all?** Not with one usable CPU, nor under a model checker (a spin is
+//!   one look there, so that models stay small: the seam's `MODEL_CHECKED`): `Machine`.
 //! * **A waiter for a lock** ([`SpinWait`]: the Mutex, the RwLock) spins a fixed, short
 //!   budget, `SPIN_WAIT_NS`, with exponential backoff between looks (1, 2, 4, ... spin hints:
 //!   each look pulls the lock's cache line away from the thread about to release it), and only
@@ -13,8 +34,14 @@
 //!   sleepers takes the lock from them with a CPU they may need). A lock is one 32-bit word,
 //!   so nothing is learned per lock, and the budget never grows: a waiter for a lock whose
 //!   holder is blocked (in I/O, say) wastes at most the budget, then sleeps until it is woken.
-//!   It never yields its CPU instead of sleeping: a yield queues the waiter behind whatever
-//!   else is runnable, which costs a server's tail latency (`docs/design.md`, "Spinning").
+//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
+//!   fixed budget, but only while its thread's spins have been paying: a won spin earns
+//!   credit, a lost one costs it, and a spin that took far longer than its budget (the thread
+//!   was preempted while spinning: its CPU is wanted) loses all of it. With no credit it sleeps
+//!   at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays
+//!   again. Credit is per thread, not per Condvar (which stays std's size): a thread's waits
+//!   tend to be of one kind (a worker waiting for jobs, one side of a ping-pong). A barrier's
+//!   waiter spins only where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -26,20 +53,19 @@
 //!   since its last sleep, or when a sleep was shorter than the spin before it (the answer
 //!   came just after the spin gave up, so the spin most likely kept the partner from running:
 //!   on a machine whose CPUs are all busy, the partner is often woken onto the spinner's own
-//!   CPU).
-//!
-//! Neither spins where it cannot pay: on a machine with one usable CPU, and a hand-off waiter
-//! not when `max_spinners` threads already spin on the same primitive. There is no limit
-//! across primitives: the pair of threads a hand-off serves may be in one process or in two,
-//! and must fare the same either way.
+//!   CPU). At most `max_spinners` threads spin on one primitive; there is no limit across
+//!   primitives: the pair of threads a hand-off serves may be in one process or in two, and
+//!   must fare the same either way.
+//! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed: a long wait can only
+//!   take credit away. A hand-off's budget follows its waits, but a wait beyond the cap teaches
+//!   it to spin less, and a spin that delays its partner (preemption, a sleep shorter than the
+//!   spin) resets it to none.
 //!
 //! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
 //! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
 //! probe, no file, no environment. After that, a lock waiter's spin reads one cached value; a
-//! hand-off waiter reads a clock and its thread's preemption count only around a sleep.
-//!
-//! Under a model checker the bounds shrink to one look (the seam's `MODEL_CHECKED`), so that models stay
-//! small; the code around them is the same.
+//! notify waiter's reads the clock before and after its spin; a hand-off waiter reads a clock
+//! and its thread's preemption count only around a sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
