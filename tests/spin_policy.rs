@@ -2,6 +2,7 @@
 //! reaches the policy is counted once, as won, lost or skipped. Never asserts which: that
 //! depends on the machine and its load. The counts are the process's, so everything that counts
 //! runs in one test, one step after another.
+#![cfg(not(model))]
 
 use std::sync::Arc;
 use std::time::Duration;
