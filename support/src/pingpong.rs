@@ -353,59 +353,43 @@ impl Turns for SpinTurns {
     }
 }
 
-#[derive(Default)]
-/// The same code as `StdTurns`, over futexkit's std-compatible types.
-struct FutexkitTurns {
-    turn: futexkit::sync::Mutex<usize>,
-    changed: futexkit::sync::Condvar,
-}
-impl Turns for FutexkitTurns {
-    fn wait_turn(&self, side: usize) {
-        let mut turn = self.turn.lock().unwrap();
-        while *turn != side {
-            turn = self.changed.wait(turn).unwrap();
+/// A Mutex<usize> + Condvar turn, the same code over std's types and futexkit's
+/// std-compatible ones.
+macro_rules! condvar_turns {
+    ($name:ident, $mutex:ty, $condvar:ty) => {
+        #[derive(Default)]
+        struct $name {
+            turn: $mutex,
+            changed: $condvar,
         }
-    }
-    fn pass_turn(&self, side: usize) {
-        *self.turn.lock().unwrap() = 1 - side;
-        self.changed.notify_one();
-    }
-    fn pass_and_wait(&self, side: usize) {
-        let mut turn = self.turn.lock().unwrap();
-        *turn = 1 - side;
-        self.changed.notify_one();
-        while *turn != side {
-            turn = self.changed.wait(turn).unwrap();
+        impl Turns for $name {
+            fn wait_turn(&self, side: usize) {
+                let mut turn = self.turn.lock().unwrap();
+                while *turn != side {
+                    turn = self.changed.wait(turn).unwrap();
+                }
+            }
+            fn pass_turn(&self, side: usize) {
+                *self.turn.lock().unwrap() = 1 - side;
+                self.changed.notify_one();
+            }
+            fn pass_and_wait(&self, side: usize) {
+                let mut turn = self.turn.lock().unwrap();
+                *turn = 1 - side;
+                self.changed.notify_one();
+                while *turn != side {
+                    turn = self.changed.wait(turn).unwrap();
+                }
+            }
         }
-    }
+    };
 }
-
-#[derive(Default)]
-struct StdTurns {
-    turn: std::sync::Mutex<usize>,
-    changed: std::sync::Condvar,
-}
-
-impl Turns for StdTurns {
-    fn wait_turn(&self, side: usize) {
-        let mut turn = self.turn.lock().unwrap();
-        while *turn != side {
-            turn = self.changed.wait(turn).unwrap();
-        }
-    }
-    fn pass_turn(&self, side: usize) {
-        *self.turn.lock().unwrap() = 1 - side;
-        self.changed.notify_one();
-    }
-    fn pass_and_wait(&self, side: usize) {
-        let mut turn = self.turn.lock().unwrap();
-        *turn = 1 - side;
-        self.changed.notify_one();
-        while *turn != side {
-            turn = self.changed.wait(turn).unwrap();
-        }
-    }
-}
+condvar_turns!(
+    FutexkitTurns,
+    futexkit::sync::Mutex<usize>,
+    futexkit::sync::Condvar
+);
+condvar_turns!(StdTurns, std::sync::Mutex<usize>, std::sync::Condvar);
 
 #[derive(Default)]
 struct ParkingLotTurns {
