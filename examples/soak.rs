@@ -248,23 +248,9 @@ fn soak_all(duration: Duration) -> (usize, u64) {
     }
     let threads = handles.len() + consumers.len() + 2 * (per / 2);
 
-    let start = Instant::now();
-    let mut last = (0, Instant::now());
-    while handles.iter().any(|h| !h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(100));
-        if start.elapsed() >= duration {
-            stop.store(true, Ordering::Relaxed);
-        }
-        let progress = items.load(Ordering::Relaxed)
-            + handles.iter().filter(|h| h.is_finished()).count() as u64;
-        if progress != last.0 {
-            last = (progress, Instant::now());
-        } else if last.1.elapsed() > STALL {
-            fail(format!(
-                "every primitive at once: no progress for {STALL:?}"
-            ));
-        }
-    }
+    watch(&handles, &stop, &items, duration, || {
+        "every primitive at once".to_string()
+    });
     for h in handles {
         h.join().unwrap();
     }
@@ -347,23 +333,9 @@ fn soak(threads: usize, duration: Duration) -> u64 {
             })
         })
         .collect();
-    let start = Instant::now();
-    let mut last = (0, Instant::now());
-    // Watches the stop and the joins too: a thread stranded asleep shows up as a stall.
-    while handles.iter().any(|h| !h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(100));
-        if start.elapsed() >= duration {
-            stop.store(true, Ordering::Relaxed);
-        }
-        let finished = handles.iter().filter(|h| h.is_finished()).count() as u64;
-        let progress = done.load(Ordering::Relaxed) + finished;
-        if progress != last.0 {
-            last = (progress, Instant::now());
-        } else if last.1.elapsed() > STALL {
-            eprintln!("HANG: {threads} threads made no progress for {STALL:?}; mutex: {mutex:?}");
-            std::process::exit(1);
-        }
-    }
+    watch(&handles, &stop, &done, duration, || {
+        format!("{threads} threads on one mutex ({mutex:?})")
+    });
     let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     let counted = counter.load(Ordering::Relaxed);
     if counted != total {
@@ -371,4 +343,32 @@ fn soak(threads: usize, duration: Duration) -> u64 {
         std::process::exit(1);
     }
     total
+}
+
+/// Waits for `handles` to finish, raising `stop` once `duration` has passed; exits the process
+/// if `progress` (plus the threads finished) stands still for `STALL`. Watching the joins too
+/// means a thread stranded asleep after the stop shows up as a stall.
+fn watch<T>(
+    handles: &[std::thread::JoinHandle<T>],
+    stop: &AtomicBool,
+    progress: &AtomicU64,
+    duration: Duration,
+    what: impl Fn() -> String,
+) {
+    let start = Instant::now();
+    let mut last = (0, Instant::now());
+    while handles.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(100));
+        if start.elapsed() >= duration {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let now = progress.load(Ordering::Relaxed)
+            + handles.iter().filter(|h| h.is_finished()).count() as u64;
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > STALL {
+            eprintln!("HANG: {}: no progress for {STALL:?}", what());
+            std::process::exit(1);
+        }
+    }
 }
