@@ -449,6 +449,10 @@ const MAX_NOTIFY_CREDIT: u8 = 8;
 /// least one spin in three wins (a win saves a sleep and a wake, which cost more than the
 /// spin's budget; a loss wastes the budget).
 const NOTIFY_WIN_CREDIT: u8 = 2;
+/// A notify spin that lasted this long was preempted: its hints take `SPIN_WAIT_NS`, and a
+/// few times that leaves room for the looks themselves and a slow clock read, not for a time
+/// slice given to another thread. Measured with two clock reads, so no system call.
+const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
 /// A thread whose spins stopped paying still spins once in this many waits.
 const NOTIFY_PROBE_EVERY: u8 = 16;
 
@@ -469,8 +473,8 @@ std::thread_local! {
 /// is the short, fixed one of a lock waiter, never learned longer. Whether to spin at all is
 /// learned per thread (a thread's waits tend to be of one kind: a worker waiting for jobs,
 /// one side of a ping-pong): spins that win earn credit and spins that lose cost it, and a
-/// thread that was preempted since its last sleep loses it all, as its spinning takes a CPU
-/// that other threads want. Without credit, one wait in `NOTIFY_PROBE_EVERY` spins anyway.
+/// spin that lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
+/// spinning, so its spinning takes a CPU that other threads want. Without credit, one wait in `NOTIFY_PROBE_EVERY` spins anyway.
 /// Nothing here can make a wait longer than its budget: the budget never grows.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
@@ -502,7 +506,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
             break true;
         }
     };
-    let preempted = started.elapsed() > Duration::from_nanos(u64::from(SPIN_WAIT_NS) * 4);
+    let preempted = started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
     NOTIFY_HISTORY.with(|h| {
         let credit = h.credit.get();
         h.credit.set(if preempted {
