@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futexkit::spin::{decisions, Outcomes};
 use futexkit::swap::Parker;
-use futexkit_support::condvar::{ping_pong, Futexkit};
 use futexkit::{Condvar, Mutex};
+use futexkit_support::condvar::{ping_pong, Futexkit};
 
 fn total(o: Outcomes) -> u64 {
     o.won + o.lost + o.skipped
