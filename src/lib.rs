@@ -44,6 +44,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod atomic_copy;
 mod fairness;
 pub mod flipcall;
 pub mod futex;

@@ -48,6 +48,7 @@ mod error;
 pub mod futex2;
 mod pi;
 pub(crate) mod probe;
+pub(crate) mod robust;
 pub(crate) mod sys;
 
 use core::marker::PhantomData;
@@ -56,6 +57,7 @@ use core::ops::Deref;
 pub use deadline::{Clock, Deadline};
 pub use error::Error;
 pub use probe::{capabilities, Capabilities, Capability, Detection};
+pub use robust::Unsupported as RobustUnsupported;
 
 use crate::atomic::AtomicU32;
 
@@ -80,7 +82,8 @@ pub(crate) mod op {
     pub const BITSET_MATCH_ANY: u32 = 0xffff_ffff;
 }
 
-/// PI futex word bits (`FUTEX_WAITERS`, `FUTEX_OWNER_DIED`, `FUTEX_TID_MASK`).
+/// Owner-TID futex word bits (`FUTEX_WAITERS`, `FUTEX_OWNER_DIED`, `FUTEX_TID_MASK`): the PI
+/// family's, and the robust words' of [`crate::shared`].
 pub mod pi_bits {
     /// Set by the kernel while threads are blocked on the PI lock.
     pub const WAITERS: u32 = 0x8000_0000;

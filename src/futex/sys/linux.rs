@@ -18,7 +18,7 @@ pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
 pub(crate) use std::thread::yield_now;
 pub(crate) use std::thread_local;
 
-use super::{check, Errno, FutexWaitv};
+use super::{check, Errno, FutexWaitv, RobustListHead};
 
 /// False: spins run their full budgets (`model.rs` shrinks them to one look).
 pub(crate) const MODEL_CHECKED: bool = false;
@@ -180,4 +180,42 @@ pub(crate) unsafe fn futex_waitv(
         )
     };
     check(ret)
+}
+
+/// `get_robust_list(0, ..)`: the robust list head the calling thread registered (glibc registers
+/// one for every thread it starts), or null if none.
+pub(crate) fn robust_list_head() -> Result<*mut RobustListHead, Errno> {
+    let mut head: *mut RobustListHead = ptr::null_mut();
+    let mut len: libc::size_t = 0;
+    // SAFETY: with pid 0 the kernel writes the calling thread's head pointer and its size into
+    // the two locals, and reads nothing.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_get_robust_list,
+            0 as libc::c_long,
+            &mut head as *mut *mut RobustListHead,
+            &mut len as *mut libc::size_t,
+        )
+    };
+    check(ret)?;
+    Ok(head)
+}
+
+/// `set_robust_list(head, size)`: makes `head` the calling thread's robust list head (null: none).
+///
+/// # Safety
+///
+/// `head` must be null, or point to a [`RobustListHead`] whose list the kernel may walk when
+/// this thread dies: it stays valid until another head is registered or the thread has exited.
+pub(crate) unsafe fn set_robust_list(head: *mut RobustListHead) -> Result<(), Errno> {
+    // SAFETY: the kernel only stores the pointer now; the caller vouches for what it points to
+    // for as long as the kernel may read it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_set_robust_list,
+            head,
+            core::mem::size_of::<RobustListHead>(),
+        )
+    };
+    check(ret).map(drop)
 }

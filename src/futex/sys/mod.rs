@@ -2,11 +2,11 @@
 //!
 //! | module       | what                                                                  |
 //! |--------------|-----------------------------------------------------------------------|
-//! | `linux.rs`   | the futex calls (`futex(2)`, futex2, `futex_waitv`), and the atomics and thread operations the primitives use |
+//! | `linux.rs`   | the futex calls (`futex(2)`, futex2, `futex_waitv`), the robust list calls, and the atomics and thread operations the primitives use |
 //! | `model.rs`   | the same items with the same signatures, under a model checker: the futex calls emulated on the checker's atomics |
 //! | `thread.rs`  | the calling thread and the system: its kernel id, usable CPUs, preemptions, clocks, kernel release, rseq |
 //! | `memory.rs`  | shared memory: memfds, seals, shared mappings, inheritable descriptors |
-//! | `process.rs` | processes: this one's id and pid namespace, watching a peer's exit    |
+//! | `process.rs` | processes: this one's id and pid namespace, watching a peer's exit, the child of a `fork` |
 //!
 //! ## The model-checker seam
 //!
@@ -64,6 +64,22 @@ pub(crate) struct FutexWaitv {
 }
 
 const _: () = assert!(core::mem::size_of::<FutexWaitv>() == 24);
+
+/// `struct robust_list_head` from the uapi headers: where the kernel starts its walk of a
+/// thread's robust list when the thread dies (`docs/kernel.md`, "Robust lists").
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct RobustListHead {
+    /// The first entry's address (the address of its `next` field; bit 0 set for a PI lock), or
+    /// this head's own address when the list is empty.
+    pub list_next: core::sync::atomic::AtomicUsize,
+    /// Where an entry's lock word lies, relative to the entry.
+    pub futex_offset: isize,
+    /// The entry of a lock or unlock in progress, which the kernel also looks at (0 if none).
+    pub list_op_pending: core::sync::atomic::AtomicUsize,
+}
+
+const _: () = assert!(core::mem::size_of::<RobustListHead>() == 3 * core::mem::size_of::<usize>());
 
 fn last_errno() -> Errno {
     std::io::Error::last_os_error()

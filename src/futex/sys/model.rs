@@ -30,7 +30,7 @@ pub(crate) use checker::thread::yield_now;
 pub(crate) use checker::thread_local;
 pub(crate) use core::sync::atomic::Ordering;
 
-use super::{Errno, FutexWaitv};
+use super::{Errno, FutexWaitv, RobustListHead};
 use crate::futex::op;
 
 /// True: every spin is one look, so that models stay finite (see [`crate::spin`]).
@@ -86,6 +86,22 @@ pub(crate) fn current_tid() -> u32 {
             + 1;
     }
     TID.with(|tid| *tid)
+}
+
+/// No model thread has a robust list head of the C library's: the robust list code registers
+/// its own, which [`set_robust_list`] accepts. No model thread dies at an arbitrary
+/// instruction, so the kernel's walk of the list is not modelled.
+pub(crate) fn robust_list_head() -> Result<*mut RobustListHead, Errno> {
+    Ok(core::ptr::null_mut())
+}
+
+/// Accepts any head without reading it (see [`robust_list_head`]).
+///
+/// # Safety
+///
+/// None needed here; the signature is `linux.rs`'s.
+pub(crate) unsafe fn set_robust_list(_head: *mut RobustListHead) -> Result<(), Errno> {
+    Ok(())
 }
 
 struct Waiter {

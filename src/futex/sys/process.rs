@@ -1,5 +1,5 @@
-//! System calls about processes: this process's id and pid namespace, and watching a peer
-//! process for its exit (FlipCall's peer-death detection).
+//! System calls about processes: this process's id and pid namespace, watching a peer process
+//! for its exit (FlipCall's peer-death detection), and running code in the child of a `fork`.
 
 /// This process's id.
 pub(crate) fn getpid() -> u32 {
@@ -74,5 +74,16 @@ pub(crate) fn has_exited(watch: &ProcessWatch) -> bool {
             matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
         }
         ProcessWatch::Pid(pid) => !process_exists(*pid),
+    }
+}
+
+/// Registers `handler` to run in the child process after every `fork` made through the C
+/// library (`pthread_atfork`'s child handler), in the one thread the child has.
+pub(crate) fn on_fork_in_child(handler: unsafe extern "C" fn()) -> Result<(), super::Errno> {
+    // SAFETY: registers function pointers only; `handler` is a plain `extern "C" fn` with no
+    // arguments, as pthread_atfork expects, and lives as long as the program (it is code).
+    match unsafe { libc::pthread_atfork(None, None, Some(handler)) } {
+        0 => Ok(()),
+        errno => Err(errno),
     }
 }

@@ -1,0 +1,360 @@
+//! The process-shared, robust barrier protocol: a generation word, an arrival count, and one
+//! robust word per party. `futexkit::shared::SharedBarrier` is this with handles.
+//!
+//! A barrier's sleepers wait for parties that have not arrived. If one of those has died, it
+//! never will; so parties are known: each holds a member word of its own, a robust word the
+//! kernel marks `OWNER_DIED` (and wakes a sleeper on) when the party's thread dies. Sleepers
+//! watch the member words as well as the generation, so a death breaks the barrier for all.
+//!
+//! ## State
+//!
+//! | word | meaning | changed by |
+//! |------|---------|------------|
+//! | `generation` bit 0 | the round's parity | the last arrival of a round flips it, waking every sleeper in the same kernel call |
+//! | `generation` bit 31 `BROKEN` | no round can complete again; waits fail | a party that finds a member dead, times out, or leaves; never cleared |
+//! | `arrived` | parties that arrived in this round | each arrival adds 1; the last one stores 0 before flipping the parity |
+//! | `parties` | how many parties a round takes (1 to [`BARRIER_MAX_PARTIES`]) | set once, when the barrier is made |
+//! | `members[i]` | party `i`'s thread id with `WAITERS` set (so that the kernel wakes a sleeper when it dies); 0: nobody joined; `OWNER_DIED`: the party died | [`join`](RawSharedBarrier::join), [`leave`](RawSharedBarrier::leave), the kernel |
+//!
+//! Invariants:
+//!
+//! 1. **A sleeper of round `r` wakes when `r` ends.** It sleeps on the parity it read before it
+//!    arrived; the last arrival flips it and wakes all in one `FUTEX_WAKE_OP`. A sleeper cannot
+//!    miss the flip and sleep through the next one, which needs its own arrival.
+//! 2. **A party's death breaks the barrier.** Sleepers sleep in one `futex_waitv` on the
+//!    generation and every member word, each of which has `WAITERS` set, so the kernel's wake at
+//!    a party's death reaches one sleeper, which sets `BROKEN` and wakes the others. Kernels
+//!    without `futex_waitv` (before 5.16) get the same answer by a look at the member words every
+//!    `SLICE_WITHOUT_WAITV`; with it, a look every `SLICE_WITH_WAITV` covers a sleeper that dies
+//!    between the kernel's wake and its own. A party that joins after a death, or arrives,
+//!    looks at the member words first.
+//! 3. **Timeouts and leaving break it too**, as they would leave a round one arrival short for
+//!    ever (Python's `threading.Barrier` does the same).
+
+use core::fmt;
+use std::time::Duration;
+
+use crate::atomic::{AtomicU32, Ordering};
+use crate::futex::futex2::{self, WaitvEntry};
+use crate::futex::pi_bits::{OWNER_DIED, WAITERS};
+use crate::futex::robust::{self, Unsupported};
+use crate::futex::{Deadline, Error, Futex, Shared, WakeOpKind};
+use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
+use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
+
+/// The most parties a [`RawSharedBarrier`] takes (its sleepers wait on a word per party and the
+/// generation, within `futex_waitv`'s 128).
+pub const BARRIER_MAX_PARTIES: usize = 64;
+
+const ROUND_PARITY: u32 = 1;
+const BROKEN: u32 = 1 << 31;
+
+/// How often a sleeper looks at the member words where the kernel has no `futex_waitv`: how
+/// soon a death is noticed there.
+const SLICE_WITHOUT_WAITV: Duration = Duration::from_millis(2);
+/// How often a sleeper looks at the member words with `futex_waitv` (which wakes it at once
+/// when a party dies), should the sleeper that the kernel woke die before it passed it on.
+const SLICE_WITH_WAITV: Duration = Duration::from_millis(100);
+
+/// A party's place in a [`RawSharedBarrier`], from [`join`](RawSharedBarrier::join).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Party(usize);
+
+impl Party {
+    /// The member index, 0 to parties - 1.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// Why a barrier wait or join failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BarrierError {
+    /// A party died, left, or timed out: no round can complete again.
+    Broken,
+    /// The deadline passed first (and broke the barrier, see [`Broken`](BarrierError::Broken)).
+    TimedOut,
+    /// Every party's place is taken.
+    Full,
+    /// This thread holds another place in this barrier already.
+    AlreadyJoined,
+    /// The barrier's memory holds a party count no barrier has (a peer wrote it).
+    Corrupted,
+    /// This thread cannot take robust words.
+    Unsupported(Unsupported),
+    /// The kernel refused a futex call on the barrier.
+    Futex(Error),
+}
+
+impl From<Unsupported> for BarrierError {
+    fn from(why: Unsupported) -> BarrierError {
+        BarrierError::Unsupported(why)
+    }
+}
+
+impl fmt::Display for BarrierError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BarrierError::Broken => {
+                f.write_str("the barrier is broken: a party died, left or timed out")
+            }
+            BarrierError::TimedOut => {
+                f.write_str("the deadline passed before the round completed (the barrier is now broken)")
+            }
+            BarrierError::Full => f.write_str("every party's place in the barrier is taken"),
+            BarrierError::AlreadyJoined => {
+                f.write_str("this thread has joined the barrier already")
+            }
+            BarrierError::Corrupted => {
+                f.write_str("the barrier's memory holds an impossible party count")
+            }
+            BarrierError::Unsupported(why) => write!(f, "robust words are unavailable: {why}"),
+            BarrierError::Futex(err) => write!(f, "a futex call on the barrier failed: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for BarrierError {}
+
+/// A process-shared barrier whose parties are known, so that one's death breaks it instead of
+/// stranding the rest (`#[repr(C)]`, 64-aligned). Its state table is at the top of
+/// `src/raw/shared/barrier.rs`; [`SharedBarrier`](crate::shared::SharedBarrier) is this with
+/// handles. A party is a thread: the one that joined waits and leaves.
+///
+/// ```
+/// use futexkit::raw::RawSharedBarrier;
+///
+/// let barrier = RawSharedBarrier::new(1);
+/// let party = barrier.join()?;
+/// // SAFETY: this thread joined as `party`.
+/// assert!(unsafe { barrier.wait(party, None) }?, "the only party leads");
+/// // SAFETY: as above; leaving breaks the barrier for good.
+/// unsafe { barrier.leave(party) };
+/// # Ok::<(), futexkit::raw::BarrierError>(())
+/// ```
+#[repr(C, align(64))]
+pub struct RawSharedBarrier {
+    generation: Futex<Shared>,
+    arrived: AtomicU32,
+    parties: AtomicU32,
+    members: [RawSharedMutex; BARRIER_MAX_PARTIES],
+}
+
+impl fmt::Debug for RawSharedBarrier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawSharedBarrier")
+            .field("parties", &self.parties.load(Ordering::Relaxed))
+            .field("arrived", &self.arrived.load(Ordering::Relaxed))
+            .field("broken", &self.is_broken())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RawSharedBarrier {
+    /// A barrier for `parties` parties.
+    ///
+    /// # Panics
+    ///
+    /// If `parties` is 0 or more than [`BARRIER_MAX_PARTIES`].
+    pub fn new(parties: usize) -> RawSharedBarrier {
+        assert!(
+            (1..=BARRIER_MAX_PARTIES).contains(&parties),
+            "a shared barrier takes 1 to {BARRIER_MAX_PARTIES} parties, not {parties}"
+        );
+        RawSharedBarrier {
+            generation: Futex::shared(0),
+            arrived: AtomicU32::new(0),
+            parties: AtomicU32::new(parties as u32),
+            members: core::array::from_fn(|_| RawSharedMutex::new()),
+        }
+    }
+
+    /// Uses the barrier at `ptr`, in memory the caller mapped.
+    ///
+    /// # Safety
+    ///
+    /// As [`RawSharedMutex::from_ptr`], for `size_of::<RawSharedBarrier>()` bytes, 64-aligned.
+    pub unsafe fn from_ptr<'a>(ptr: *const RawSharedBarrier) -> &'a RawSharedBarrier {
+        // SAFETY: the caller vouches for alignment, lifetime and atomic-only access.
+        unsafe { &*ptr }
+    }
+
+    /// How many parties a round takes.
+    ///
+    /// # Errors
+    ///
+    /// [`BarrierError::Corrupted`] if the memory holds no possible count.
+    pub fn parties(&self) -> Result<usize, BarrierError> {
+        let parties = self.parties.load(Ordering::Relaxed) as usize;
+        if (1..=BARRIER_MAX_PARTIES).contains(&parties) {
+            Ok(parties)
+        } else {
+            Err(BarrierError::Corrupted)
+        }
+    }
+
+    /// Whether no round can complete again.
+    pub fn is_broken(&self) -> bool {
+        self.generation.load(Ordering::Relaxed) & BROKEN != 0
+    }
+
+    /// Takes a free party place for this thread, which waits as that party until it leaves
+    /// (or dies: then the barrier breaks).
+    ///
+    /// # Errors
+    ///
+    /// [`BarrierError::Broken`], [`BarrierError::Full`], [`BarrierError::AlreadyJoined`],
+    /// [`BarrierError::Corrupted`], [`BarrierError::Unsupported`].
+    pub fn join(&self) -> Result<Party, BarrierError> {
+        let parties = self.parties()?;
+        if self.is_broken() || self.a_member_died(parties) {
+            self.break_it();
+            return Err(BarrierError::Broken);
+        }
+        for (index, member) in self.members[..parties].iter().enumerate() {
+            match robust::acquire(member.robust(), |tid| member.take_now(tid, true)) {
+                Ok(Acquired::Consistent) => {
+                    // The kernel wakes a sleeper on this word when this thread dies.
+                    member
+                        .robust()
+                        .word
+                        .fetch_or(WAITERS, Ordering::Relaxed);
+                    return Ok(Party(index));
+                }
+                Ok(Acquired::OwnerDied) => {
+                    // A party died here: give the place back (for good) and break.
+                    self.break_it();
+                    robust::release(member.robust(), |_| member.release(1));
+                    return Err(BarrierError::Broken);
+                }
+                Err(RawLockError::WouldBlock | RawLockError::NotRecoverable) => {}
+                Err(RawLockError::WouldDeadlock) => return Err(BarrierError::AlreadyJoined),
+                Err(RawLockError::Unsupported(why)) => return Err(BarrierError::Unsupported(why)),
+                Err(RawLockError::Futex(err)) => return Err(BarrierError::Futex(err)),
+                Err(RawLockError::TimedOut) => unreachable!("take_now has no deadline"),
+            }
+        }
+        Err(BarrierError::Full)
+    }
+
+    /// Leaves the barrier, which breaks it: no round can complete without this party.
+    ///
+    /// # Safety
+    ///
+    /// This thread joined as `party` and has not left; the memory stays mapped until the call
+    /// returns.
+    pub unsafe fn leave(&self, party: Party) {
+        let Some(member) = self.members.get(party.0) else {
+            return;
+        };
+        if robust::holds(member.robust()) {
+            self.break_it();
+            robust::release(member.robust(), |_| member.release(1));
+        }
+    }
+
+    /// Arrives as `party` and waits until every party has arrived, the barrier breaks, or
+    /// `deadline` passes. Returns whether this party was the last to arrive (the leader).
+    ///
+    /// # Errors
+    ///
+    /// [`BarrierError::Broken`]; [`BarrierError::TimedOut`], which breaks the barrier;
+    /// [`BarrierError::Corrupted`]; [`BarrierError::Futex`].
+    ///
+    /// # Safety
+    ///
+    /// This thread joined as `party` and has not left; the memory stays mapped until the call
+    /// returns.
+    pub unsafe fn wait(&self, party: Party, deadline: Option<Deadline>) -> Result<bool, BarrierError> {
+        let parties = self.parties()?;
+        if party.0 >= parties {
+            return Err(BarrierError::Corrupted);
+        }
+        let seen = self.generation.load(Ordering::Acquire);
+        if seen & BROKEN != 0 {
+            return Err(BarrierError::Broken);
+        }
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 >= parties as u32 {
+            self.arrived.store(0, Ordering::Relaxed);
+            let _ = self
+                .generation
+                .update_and_wake(WakeOpKind::Xor, ROUND_PARITY, i32::MAX as u32);
+            return Ok(true);
+        }
+        let round_over = |now: u32| (now ^ seen) & ROUND_PARITY != 0;
+        if crate::spin::spin_for_arrivals(parties, || {
+            round_over(self.generation.load(Ordering::Acquire))
+        }) {
+            return Ok(false);
+        }
+        loop {
+            let now = self.generation.load(Ordering::Acquire);
+            if round_over(now) {
+                return Ok(false);
+            }
+            if now & BROKEN != 0 {
+                return Err(BarrierError::Broken);
+            }
+            if self.a_member_died(parties) {
+                self.break_it();
+                return Err(BarrierError::Broken);
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                self.break_it();
+                return Err(BarrierError::TimedOut);
+            }
+            self.sleep(now, parties, deadline)?;
+        }
+    }
+
+    /// Whether a party died (its word has `OWNER_DIED`, or was given back as not recoverable).
+    fn a_member_died(&self, parties: usize) -> bool {
+        self.members[..parties].iter().any(|member| {
+            let word = member.robust().word.load(Ordering::Acquire);
+            match owner(word) {
+                0 => word & OWNER_DIED != 0,
+                NOT_RECOVERABLE => true,
+                _ => false,
+            }
+        })
+    }
+
+    fn break_it(&self) {
+        if self.generation.fetch_or(BROKEN, Ordering::AcqRel) & BROKEN == 0 {
+            let _ = self.generation.wake(i32::MAX as u32);
+        }
+    }
+
+    /// Sleeps until the generation or a member word changes (or a slice passes), with
+    /// `futex_waitv` where the kernel has it, else on the generation alone.
+    fn sleep(&self, generation: u32, parties: usize, deadline: Option<Deadline>) -> Result<(), BarrierError> {
+        static NO_WAITV: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+        let slice_ends = |slice: Duration| match deadline {
+            Some(d) if d.remaining() < slice => d,
+            _ => Deadline::after(slice),
+        };
+        if !NO_WAITV.load(core::sync::atomic::Ordering::Relaxed) {
+            let mut entries = Vec::with_capacity(parties + 1);
+            entries.push(WaitvEntry::new(&self.generation, generation));
+            for member in &self.members[..parties] {
+                let word = &member.robust().word;
+                entries.push(WaitvEntry::new(word, word.load(Ordering::Relaxed)));
+            }
+            match futex2::waitv(&entries, Some(slice_ends(SLICE_WITH_WAITV))) {
+                Ok(_) | Err(Error::ValueChanged | Error::TimedOut) => return Ok(()),
+                Err(Error::Unsupported) => {
+                    NO_WAITV.store(true, core::sync::atomic::Ordering::Relaxed);
+                }
+                Err(err) => return Err(BarrierError::Futex(err)),
+            }
+        }
+        match self
+            .generation
+            .wait(generation, Some(slice_ends(SLICE_WITHOUT_WAITV)))
+        {
+            Ok(()) | Err(Error::ValueChanged | Error::TimedOut) => Ok(()),
+            Err(err) => Err(BarrierError::Futex(err)),
+        }
+    }
+}

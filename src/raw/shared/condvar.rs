@@ -1,0 +1,154 @@
+//! The process-shared condition variable protocol: a sequence word and a count of sleepers,
+//! waited on with a [`RawSharedMutex`]. `futexkit::shared::SharedCondvar` is this with guards.
+//!
+//! ## State
+//!
+//! | field      | meaning | changed by |
+//! |------------|---------|------------|
+//! | `seq`      | futex word: notifies so far (wrapping) | every notify adds 1; with sleepers counted, in the same kernel call that wakes them |
+//! | `sleepers` | waiters counted before their unlock and not yet back | a waiter adds 1 while it still holds the mutex and takes it back when it wakes |
+//!
+//! ## Protocol
+//!
+//! * **wait**: while holding the mutex, add 1 to `sleepers` and read `seq`; unlock; spin on
+//!   `seq` as the spin policy says (`spin_for_notify`), then sleep on it while it holds the
+//!   value read; take the 1 back; relock. A notify this wait is owed comes from a thread that
+//!   changed the condition under the mutex after this unlock, so it sees the count (the mutex
+//!   orders them) and changes `seq` after it was read: the sleep returns at once or is woken.
+//! * **notify**: with no sleepers counted, add 1 to `seq` (no system call); else add 1 and wake
+//!   one or all sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically. So a
+//!   notifier killed at any instruction either notified or did not: there is no moment with
+//!   `seq` changed and the sleepers left asleep.
+//!
+//! ## Deaths
+//!
+//! Nothing here is owned, so no death strands a sleeper: a dead notifier notified or did not
+//! (above), and a dead waiter leaves only `sleepers` one too high, which costs every later
+//! notify its wake system call (it wakes nobody more). The mutex is robust: a waiter that
+//! relocks after its holder died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so
+//! waiting while holding it inconsistent (after `OwnerDied`, before `mark_consistent`) makes
+//! it not recoverable, as pthread's does.
+
+use core::fmt;
+
+use crate::atomic::{AtomicU32, Ordering};
+use crate::futex::{Deadline, Error, Futex, Shared, WakeOpKind};
+use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
+
+/// A process-shared condition variable without guards: 8 bytes (`#[repr(C)]`) for memory that
+/// several processes map. Waits release and retake a [`RawSharedMutex`] the caller holds. Its
+/// protocol is at the top of `src/raw/shared/condvar.rs`;
+/// [`SharedCondvar`](crate::shared::SharedCondvar) is this with guards.
+///
+/// ```
+/// use futexkit::futex::Deadline;
+/// use futexkit::raw::{Acquired, RawSharedCondvar, RawSharedMutex};
+/// use std::time::Duration;
+///
+/// let (mutex, condvar) = (RawSharedMutex::new(), RawSharedCondvar::new());
+/// mutex.lock()?;
+/// // Nobody notifies: the wait ends at its deadline, with the mutex held again.
+/// let deadline = Deadline::after(Duration::from_millis(1));
+/// // SAFETY: this thread holds `mutex`, which outlives the call.
+/// let (acquired, timed_out) = unsafe { condvar.wait(&mutex, Some(deadline)) }?;
+/// assert_eq!((acquired, timed_out), (Acquired::Consistent, true));
+/// // SAFETY: held again after the wait.
+/// unsafe { mutex.unlock() };
+/// # Ok::<(), futexkit::raw::RawLockError>(())
+/// ```
+#[repr(C)]
+pub struct RawSharedCondvar {
+    seq: Futex<Shared>,
+    sleepers: AtomicU32,
+}
+
+impl Default for RawSharedCondvar {
+    fn default() -> RawSharedCondvar {
+        RawSharedCondvar::new()
+    }
+}
+
+impl fmt::Debug for RawSharedCondvar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawSharedCondvar")
+            .field("sleepers", &self.sleepers.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl RawSharedCondvar {
+    crate::futex::sys::const_fn! {
+        /// A condition variable with no waiters.
+        #[must_use]
+        pub const fn new() -> RawSharedCondvar {
+            RawSharedCondvar {
+                seq: Futex::shared(0),
+                sleepers: AtomicU32::new(0),
+            }
+        }
+    }
+
+    /// Uses the condition variable at `ptr`, in memory the caller mapped.
+    ///
+    /// # Safety
+    ///
+    /// As [`RawSharedMutex::from_ptr`], for these 8 bytes (4-aligned).
+    pub unsafe fn from_ptr<'a>(ptr: *const RawSharedCondvar) -> &'a RawSharedCondvar {
+        // SAFETY: the caller vouches for alignment, lifetime and atomic-only access.
+        unsafe { &*ptr }
+    }
+
+    /// Wakes one waiter, if any. A notify with nobody waiting is not remembered.
+    pub fn notify_one(&self) {
+        self.notify(1);
+    }
+
+    /// Wakes all waiters.
+    pub fn notify_all(&self) {
+        self.notify(i32::MAX as u32);
+    }
+
+    fn notify(&self, n: u32) {
+        if self.sleepers.load(Ordering::Relaxed) == 0 {
+            self.seq.fetch_add(1, Ordering::Release);
+        } else {
+            // One kernel call adds 1 and wakes: a notifier that dies here did both or neither.
+            let _ = self.seq.update_and_wake(WakeOpKind::Add, 1, n);
+        }
+    }
+
+    /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`
+    /// again (with no deadline, as std's `wait_timeout`). Returns how the relock went and
+    /// whether the deadline passed without a notify.
+    ///
+    /// # Errors
+    ///
+    /// What [`RawSharedMutex::lock`] returns when relocking; the mutex is not held then.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread must hold `mutex`; as for [`RawSharedMutex::unlock`], both must stay
+    /// mapped until the call returns.
+    pub unsafe fn wait(
+        &self,
+        mutex: &RawSharedMutex,
+        deadline: Option<Deadline>,
+    ) -> Result<(Acquired, bool), RawLockError> {
+        // Counted and read under the lock: a notify this wait is owed comes after both.
+        self.sleepers.fetch_add(1, Ordering::Relaxed);
+        let seq = self.seq.load(Ordering::Relaxed);
+        // SAFETY: the caller holds the lock and keeps the memory mapped.
+        unsafe { mutex.unlock() };
+        let timed_out = if crate::spin::spin_for_notify(deadline, || {
+            self.seq.load(Ordering::Relaxed) != seq
+        }) {
+            false
+        } else {
+            // Woken, spuriously or not, or `seq` changed before the sleep: either way this
+            // wait is over (callers re-check their condition).
+            self.seq.wait(seq, deadline) == Err(Error::TimedOut)
+        };
+        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        mutex.lock().map(|acquired| (acquired, timed_out))
+    }
+}

@@ -1,0 +1,24 @@
+//! The process-shared, robust protocols: each on robust futex words, the words the kernel marks
+//! `OWNER_DIED` when their owner dies (`src/futex/robust.rs`). [`futexkit::shared`](crate::shared)
+//! builds the typed locks over them, in regions of shared memory.
+//!
+//! | file         | type                 | words                                                       |
+//! |--------------|----------------------|-------------------------------------------------------------|
+//! | `mutex.rs`   | [`RawSharedMutex`]   | one robust word: the owner's id, `WAITERS`, `OWNER_DIED`    |
+//! | `condvar.rs` | [`RawSharedCondvar`] | a notify sequence and a count of sleepers                   |
+//! | `rwlock.rs`  | [`RawSharedRwLock`]  | a writer's robust word and one robust word per reader slot  |
+//! | `barrier.rs` | [`RawSharedBarrier`] | arrivals, a generation word, one robust word per party      |
+//!
+//! Every word lives in memory several processes map, so every access is atomic and nothing
+//! read from it is trusted: a value no protocol writes makes a call fail or wait (never past
+//! its deadline), never misbehave.
+
+mod barrier;
+mod condvar;
+mod mutex;
+mod rwlock;
+
+pub use barrier::{BarrierError, Party, RawSharedBarrier, BARRIER_MAX_PARTIES};
+pub use condvar::RawSharedCondvar;
+pub use mutex::{Acquired, RawLockError, RawSharedMutex};
+pub use rwlock::{RawSharedRwLock, ReaderSlot, READER_SLOTS};

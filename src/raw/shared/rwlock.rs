@@ -1,0 +1,323 @@
+//! The process-shared, robust reader-writer lock protocol: a writer's robust word and one robust
+//! word per reader slot. `futexkit::shared::SharedRwLock` is this with a typed value and guards.
+//!
+//! A reader count in one word cannot survive a reader's death (nobody would know whose count to
+//! take back), so each reader holds a slot of its own, a robust word the kernel frees when the
+//! reader dies. The writer's word is a [`RawSharedMutex`]; so is each slot.
+//!
+//! ## State
+//!
+//! | word | holds | taken by | released by |
+//! |------|-------|----------|-------------|
+//! | `writer` | the id of the writer that holds the lock or is waiting for readers to leave; `WAITERS`, `OWNER_DIED`, `NOT_RECOVERABLE` as the mutex's | a writer (the mutex protocol) | the writer's unlock, which wakes *all* its sleepers (readers wait on it too); the kernel, when the writer dies |
+//! | `readers[i]` | the id of a reader holding slot `i`; `WAITERS` if a thread sleeps on it | a reader, by CAS from free, starting at a slot its thread id picks | the reader's unlock (wakes one sleeper); the kernel, when the reader dies |
+//!
+//! Invariants:
+//!
+//! 1. **Exclusion.** A reader takes a slot, then reads `writer`; a writer takes `writer`, then
+//!    reads every slot (all four accesses `SeqCst`). So either the reader sees the writer and
+//!    gives its slot back before it reads anything, or the writer sees the reader and waits
+//!    for its slot to be free.
+//! 2. **Writers first.** A reader backs off while `writer` is held, whether its writer has the
+//!    lock or waits for readers, so a waiting writer is not starved by new readers. (A stream of
+//!    writers can starve readers; each reader waits only for one writer at a time.)
+//! 3. **No lost wakeup.** A reader backing off sleeps on `writer` (setting `WAITERS`), and
+//!    every writer unlock wakes all of `writer`'s sleepers. A writer waiting for a slot sleeps
+//!    on it, and every slot release with `WAITERS` wakes one sleeper: the writer, or a reader
+//!    waiting for that slot, which takes it, sees the writer, and releases it, waking the next.
+//! 4. **Deaths.** A dead reader's slot is freed by the kernel (`OWNER_DIED` in it is ignored:
+//!    readers change nothing), which wakes the writer waiting on it. A dead writer's word gets
+//!    `OWNER_DIED`: the next writer is told ([`Acquired::OwnerDied`]) and can repair and mark it
+//!    consistent; readers that find it so are told too, until then. The kernel wakes one of
+//!    `writer`'s sleepers; a reader woken so wakes all the others, as all of them wait for the
+//!    same thing.
+
+use core::fmt;
+
+use crate::atomic::Ordering;
+use crate::futex::robust;
+use crate::futex::Deadline;
+use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
+use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
+
+/// Readers that can hold a [`RawSharedRwLock`] at once without waiting for a slot.
+pub const READER_SLOTS: usize = 32;
+
+/// One word on a cache line of its own.
+#[repr(C, align(64))]
+struct Slot {
+    lock: RawSharedMutex,
+}
+
+/// A reader's slot, which its read unlock gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReaderSlot(usize);
+
+/// A process-shared, robust reader-writer lock without data (`#[repr(C)]`, 64-aligned, one
+/// cache line per word: the writer's and [`READER_SLOTS`] readers'). Its state table is at the
+/// top of `src/raw/shared/rwlock.rs`; [`SharedRwLock`](crate::shared::SharedRwLock) is this with
+/// a value and guards. As with [`RawSharedMutex`], the thread that takes it releases it.
+///
+/// ```
+/// use futexkit::raw::{Acquired, RawSharedRwLock};
+///
+/// let lock = RawSharedRwLock::new();
+/// let (slot, acquired) = lock.read()?;
+/// assert_eq!(acquired, Acquired::Consistent);
+/// // SAFETY: this thread holds that read lock.
+/// unsafe { lock.read_unlock(slot) };
+/// lock.write()?;
+/// // SAFETY: this thread holds the write lock.
+/// unsafe { lock.write_unlock() };
+/// # Ok::<(), futexkit::raw::RawLockError>(())
+/// ```
+#[repr(C, align(64))]
+pub struct RawSharedRwLock {
+    writer: Slot,
+    readers: [Slot; READER_SLOTS],
+}
+
+impl Default for RawSharedRwLock {
+    fn default() -> RawSharedRwLock {
+        RawSharedRwLock::new()
+    }
+}
+
+impl fmt::Debug for RawSharedRwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let readers = self
+            .readers
+            .iter()
+            .filter(|slot| slot.lock.is_locked())
+            .count();
+        f.debug_struct("RawSharedRwLock")
+            .field("writer", &self.writer.lock)
+            .field("readers", &readers)
+            .finish()
+    }
+}
+
+impl RawSharedRwLock {
+    /// An unlocked lock.
+    pub fn new() -> RawSharedRwLock {
+        RawSharedRwLock {
+            writer: Slot {
+                lock: RawSharedMutex::new(),
+            },
+            readers: core::array::from_fn(|_| Slot {
+                lock: RawSharedMutex::new(),
+            }),
+        }
+    }
+
+    /// Uses the lock at `ptr`, in memory the caller mapped.
+    ///
+    /// # Safety
+    ///
+    /// As [`RawSharedMutex::from_ptr`], for `size_of::<RawSharedRwLock>()` bytes, 64-aligned.
+    pub unsafe fn from_ptr<'a>(ptr: *const RawSharedRwLock) -> &'a RawSharedRwLock {
+        // SAFETY: the caller vouches for alignment, lifetime and atomic-only access.
+        unsafe { &*ptr }
+    }
+
+    /// Blocks until this thread holds a read lock. [`Acquired::OwnerDied`]: a writer died
+    /// holding the lock and none has marked it consistent since, so the data may be
+    /// half-updated.
+    ///
+    /// # Errors
+    ///
+    /// As [`RawSharedMutex::lock`]; [`RawLockError::WouldDeadlock`] if this thread holds the
+    /// write lock.
+    pub fn read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
+        self.read_until(None, false)
+    }
+
+    /// Takes a read lock if no writer holds or waits for the lock now.
+    ///
+    /// # Errors
+    ///
+    /// [`RawLockError::WouldBlock`] if a writer holds or waits for it, or every slot is taken;
+    /// otherwise as [`read`](Self::read).
+    pub fn try_read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
+        self.read_until(None, true)
+    }
+
+    /// Blocks until this thread holds a read lock or `deadline` passes.
+    ///
+    /// # Errors
+    ///
+    /// [`RawLockError::TimedOut`]; otherwise as [`read`](Self::read).
+    pub fn try_read_until(&self, deadline: Deadline) -> Result<(ReaderSlot, Acquired), RawLockError> {
+        self.read_until(Some(deadline), false)
+    }
+
+    /// Releases a read lock.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread holds the read lock `slot` came with; the memory stays mapped until
+    /// the call returns.
+    pub unsafe fn read_unlock(&self, slot: ReaderSlot) {
+        if let Some(slot) = self.readers.get(slot.0) {
+            robust::release(slot.lock.robust(), |_| slot.lock.release(1));
+        }
+    }
+
+    /// Blocks until this thread holds the write lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`RawSharedMutex::lock`]; [`RawLockError::WouldDeadlock`] if this thread holds a
+    /// read lock or the write lock.
+    pub fn write(&self) -> Result<Acquired, RawLockError> {
+        self.write_until(None, false)
+    }
+
+    /// Takes the write lock if nobody holds the lock now.
+    ///
+    /// # Errors
+    ///
+    /// [`RawLockError::WouldBlock`]; otherwise as [`write`](Self::write).
+    pub fn try_write(&self) -> Result<Acquired, RawLockError> {
+        self.write_until(None, true)
+    }
+
+    /// Blocks until this thread holds the write lock or `deadline` passes.
+    ///
+    /// # Errors
+    ///
+    /// [`RawLockError::TimedOut`]; otherwise as [`write`](Self::write).
+    pub fn try_write_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
+        self.write_until(Some(deadline), false)
+    }
+
+    /// Releases the write lock, waking every thread asleep on it. If the lock was taken after a
+    /// writer's death and not marked consistent since, it becomes not recoverable.
+    ///
+    /// # Safety
+    ///
+    /// The calling thread holds the write lock; the memory stays mapped until the call returns.
+    pub unsafe fn write_unlock(&self) {
+        let writer = &self.writer.lock;
+        robust::release(writer.robust(), |_| writer.release(i32::MAX as u32));
+    }
+
+    /// Marks the lock consistent after a writer's death (see [`RawSharedMutex::mark_consistent`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`write_unlock`](Self::write_unlock).
+    pub unsafe fn mark_consistent(&self) {
+        // SAFETY: forwarded: this thread holds the writer's word.
+        unsafe { self.writer.lock.mark_consistent() };
+    }
+
+    /// Whether a writer holds the lock or waits for readers to leave (a snapshot).
+    pub fn is_write_locked(&self) -> bool {
+        self.writer.lock.is_locked()
+    }
+
+    /// Whether the lock can never be taken again.
+    pub fn is_not_recoverable(&self) -> bool {
+        self.writer.lock.is_not_recoverable()
+    }
+
+    fn read_until(
+        &self,
+        deadline: Option<Deadline>,
+        try_only: bool,
+    ) -> Result<(ReaderSlot, Acquired), RawLockError> {
+        let first = robust::current_owner_id()? as usize % READER_SLOTS;
+        loop {
+            let slot = self.take_slot(first, deadline, try_only)?;
+            let taken = &self.readers[slot].lock;
+            let writer = self.writer.lock.robust().word.load(Ordering::SeqCst);
+            match owner(writer) {
+                0 => {
+                    let acquired = if writer & crate::futex::pi_bits::OWNER_DIED != 0 {
+                        Acquired::OwnerDied
+                    } else {
+                        Acquired::Consistent
+                    };
+                    return Ok((ReaderSlot(slot), acquired));
+                }
+                held => {
+                    robust::release(taken.robust(), |_| taken.release(1));
+                    if held == NOT_RECOVERABLE {
+                        return Err(RawLockError::NotRecoverable);
+                    }
+                    if try_only {
+                        return Err(RawLockError::WouldBlock);
+                    }
+                    self.writer.lock.wait_while_held(deadline, true)?;
+                }
+            }
+        }
+    }
+
+    /// Takes a free reader slot, trying each from `first`; if none is free, waits for `first`.
+    fn take_slot(
+        &self,
+        first: usize,
+        deadline: Option<Deadline>,
+        try_only: bool,
+    ) -> Result<usize, RawLockError> {
+        for i in 0..READER_SLOTS {
+            let index = (first + i) % READER_SLOTS;
+            let slot = &self.readers[index].lock;
+            match robust::acquire(slot.robust(), |tid| slot.take_now(tid, false)) {
+                Ok(_) => return Ok(index),
+                Err(RawLockError::WouldBlock) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if try_only {
+            return Err(RawLockError::WouldBlock);
+        }
+        let slot = &self.readers[first].lock;
+        robust::acquire(slot.robust(), |tid| {
+            slot.take_contended(tid, deadline, false)
+        })?;
+        Ok(first)
+    }
+
+    fn write_until(&self, deadline: Option<Deadline>, try_only: bool) -> Result<Acquired, RawLockError> {
+        let writer = &self.writer.lock;
+        let acquired = if try_only {
+            writer.try_lock()?
+        } else {
+            robust::acquire(writer.robust(), |tid| writer.take(tid, deadline))?
+        };
+        for slot in &self.readers {
+            let slot = &slot.lock;
+            let held = slot.robust().word.load(Ordering::SeqCst);
+            if matches!(owner(held), 0 | NOT_RECOVERABLE) {
+                continue;
+            }
+            let waited = if try_only {
+                Err(RawLockError::WouldBlock)
+            } else {
+                slot.wait_while_held(deadline, false)
+            };
+            if let Err(err) = waited {
+                // Give the writer's word back as it was: a death recorded in it stays recorded.
+                robust::release(writer.robust(), |_| self.release_writer_untouched());
+                return Err(err);
+            }
+        }
+        Ok(acquired)
+    }
+
+    /// Releases the writer's word after a failed write lock, keeping `OWNER_DIED` (this writer
+    /// changed nothing) and waking every sleeper.
+    fn release_writer_untouched(&self) {
+        let word = &self.writer.lock.robust().word;
+        let before = word.fetch_and(
+            crate::futex::pi_bits::WAITERS | crate::futex::pi_bits::OWNER_DIED,
+            Ordering::Release,
+        );
+        if before & crate::futex::pi_bits::WAITERS != 0 {
+            let _ = word.wake(i32::MAX as u32);
+        }
+    }
+}
