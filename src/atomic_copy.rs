@@ -70,15 +70,14 @@ pub(crate) unsafe fn load(src: *const u8, dst: &mut [u8]) {
     for (i, chunk) in (&mut words).enumerate() {
         // SAFETY: `src` is word-aligned now and the word lies in the range; atomic access
         // only, as the caller guarantees.
-        let word =
-            unsafe { AtomicUsize::from_ptr(src.add(i * WORD).cast::<usize>().cast_mut()) }
-                .load(Ordering::Relaxed);
+        let word = unsafe { AtomicUsize::from_ptr(src.add(i * WORD).cast::<usize>().cast_mut()) }
+            .load(Ordering::Relaxed);
         chunk.copy_from_slice(&word.to_ne_bytes());
     }
     for (i, byte) in words.into_remainder().iter_mut().enumerate() {
         // SAFETY: the last bytes of the range.
-        *byte = unsafe { AtomicU8::from_ptr(src.add(copied + i).cast_mut()) }
-            .load(Ordering::Relaxed);
+        *byte =
+            unsafe { AtomicU8::from_ptr(src.add(copied + i).cast_mut()) }.load(Ordering::Relaxed);
     }
 }
 

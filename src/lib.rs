@@ -13,6 +13,8 @@
 //!   between waits) whose notifies make no syscall when nobody waits.
 //! * [`flipcall`]: synchronous request/response over shared memory, in one process or across
 //!   processes, with timeouts, shutdown and peer-death detection.
+//! * [`shared`]: a Mutex, Condvar, RwLock and Barrier for memory shared between processes,
+//!   robust against a holder's death (the next locker is told, and can repair the data).
 //! * [`spin`]: the one spin policy every primitive shares.
 //!
 //! Design notes, the state table of each primitive and the kernel facts the code relies on are
@@ -52,6 +54,7 @@ pub mod futex;
 #[cfg(all(feature = "lock_api_05", not(model)))]
 pub mod parking_lot;
 pub mod raw;
+pub mod shared;
 pub mod spin;
 pub mod swap;
 pub mod sync;

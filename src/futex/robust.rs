@@ -333,8 +333,8 @@ impl Chain {
     /// Finds this thread's head (registering one if nobody has) and links the anchors in at
     /// its front.
     fn install(&mut self) -> Result<(), Unsupported> {
-        let registered = sys::robust_list_head()
-            .map_err(|errno| Unsupported::RobustListCalls { errno })?;
+        let registered =
+            sys::robust_list_head().map_err(|errno| Unsupported::RobustListCalls { errno })?;
         let head = if registered.is_null() {
             let own = &mut self.own_head;
             let own_entry = &own.head as *const RobustListHead as usize;
@@ -570,9 +570,11 @@ pub(crate) fn holds(word: &RobustWord) -> bool {
     THREAD
         .try_with(|thread| {
             thread.status.get() == Status::Ready
-                && thread.chain.borrow().as_ref().is_some_and(|chain| {
-                    chain.held.iter().any(|h| core::ptr::eq(h.word, word))
-                })
+                && thread
+                    .chain
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|chain| chain.held.iter().any(|h| core::ptr::eq(h.word, word)))
         })
         .unwrap_or(false)
 }

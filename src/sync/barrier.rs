@@ -29,7 +29,7 @@ pub struct Barrier {
 }
 
 /// What [`Barrier::wait`] returns: whether this thread was the round's leader (as std's).
-pub struct BarrierWaitResult(bool);
+pub struct BarrierWaitResult(pub(crate) bool);
 
 impl BarrierWaitResult {
     /// True for exactly one thread per round (the last to arrive).

@@ -36,7 +36,7 @@ pub struct Condvar {
 
 /// Whether a timed wait on a [`Condvar`] returned because its time ran out (as std's).
 #[derive(Debug, PartialEq, Eq, Copy, Clone)]
-pub struct WaitTimeoutResult(bool);
+pub struct WaitTimeoutResult(pub(crate) bool);
 
 impl WaitTimeoutResult {
     /// True if the wait ended because the timeout elapsed.

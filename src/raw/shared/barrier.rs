@@ -99,9 +99,9 @@ impl fmt::Display for BarrierError {
             BarrierError::Broken => {
                 f.write_str("the barrier is broken: a party died, left or timed out")
             }
-            BarrierError::TimedOut => {
-                f.write_str("the deadline passed before the round completed (the barrier is now broken)")
-            }
+            BarrierError::TimedOut => f.write_str(
+                "the deadline passed before the round completed (the barrier is now broken)",
+            ),
             BarrierError::Full => f.write_str("every party's place in the barrier is taken"),
             BarrierError::AlreadyJoined => {
                 f.write_str("this thread has joined the barrier already")
@@ -216,10 +216,7 @@ impl RawSharedBarrier {
             match robust::acquire(member.robust(), |tid| member.take_now(tid, true)) {
                 Ok(Acquired::Consistent) => {
                     // The kernel wakes a sleeper on this word when this thread dies.
-                    member
-                        .robust()
-                        .word
-                        .fetch_or(WAITERS, Ordering::Relaxed);
+                    member.robust().word.fetch_or(WAITERS, Ordering::Relaxed);
                     return Ok(Party(index));
                 }
                 Ok(Acquired::OwnerDied) => {
@@ -266,7 +263,11 @@ impl RawSharedBarrier {
     ///
     /// This thread joined as `party` and has not left; the memory stays mapped until the call
     /// returns.
-    pub unsafe fn wait(&self, party: Party, deadline: Option<Deadline>) -> Result<bool, BarrierError> {
+    pub unsafe fn wait(
+        &self,
+        party: Party,
+        deadline: Option<Deadline>,
+    ) -> Result<bool, BarrierError> {
         let parties = self.parties()?;
         if party.0 >= parties {
             return Err(BarrierError::Corrupted);
@@ -328,8 +329,14 @@ impl RawSharedBarrier {
 
     /// Sleeps until the generation or a member word changes (or a slice passes), with
     /// `futex_waitv` where the kernel has it, else on the generation alone.
-    fn sleep(&self, generation: u32, parties: usize, deadline: Option<Deadline>) -> Result<(), BarrierError> {
-        static NO_WAITV: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    fn sleep(
+        &self,
+        generation: u32,
+        parties: usize,
+        deadline: Option<Deadline>,
+    ) -> Result<(), BarrierError> {
+        static NO_WAITV: core::sync::atomic::AtomicBool =
+            core::sync::atomic::AtomicBool::new(false);
         let slice_ends = |slice: Duration| match deadline {
             Some(d) if d.remaining() < slice => d,
             _ => Deadline::after(slice),

@@ -139,15 +139,14 @@ impl RawSharedCondvar {
         let seq = self.seq.load(Ordering::Relaxed);
         // SAFETY: the caller holds the lock and keeps the memory mapped.
         unsafe { mutex.unlock() };
-        let timed_out = if crate::spin::spin_for_notify(deadline, || {
-            self.seq.load(Ordering::Relaxed) != seq
-        }) {
-            false
-        } else {
-            // Woken, spuriously or not, or `seq` changed before the sleep: either way this
-            // wait is over (callers re-check their condition).
-            self.seq.wait(seq, deadline) == Err(Error::TimedOut)
-        };
+        let timed_out =
+            if crate::spin::spin_for_notify(deadline, || self.seq.load(Ordering::Relaxed) != seq) {
+                false
+            } else {
+                // Woken, spuriously or not, or `seq` changed before the sleep: either way this
+                // wait is over (callers re-check their condition).
+                self.seq.wait(seq, deadline) == Err(Error::TimedOut)
+            };
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
         mutex.lock().map(|acquired| (acquired, timed_out))
     }

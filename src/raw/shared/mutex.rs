@@ -44,7 +44,9 @@
 //!   is free.
 //! * **unlock**: with `OWNER_DIED` set, store `NOT_RECOVERABLE` and wake all. Else clear the
 //!   owner keeping `WAITERS` (one `fetch_and`); if `WAITERS` was set, wake one and, if nobody
-//!   was asleep, clear `WAITERS` by a CAS from exactly `WAITERS`.
+//!   was asleep, clear `WAITERS` by a CAS from exactly `WAITERS`. A thread that took the word
+//!   and leaves without touching the data (a look, a writer giving up) releases it keeping
+//!   `OWNER_DIED` too.
 //!
 //! The unlock touches the word after releasing it (the CAS that clears `WAITERS`), so the
 //! memory must stay mapped until the unlock returns, even though another thread may hold the
@@ -281,7 +283,11 @@ impl RawSharedMutex {
     /// One attempt (a few, should the word change under the CAS): takes the word if it is
     /// free. `keep_owner_died`: whether a death stays recorded in the word (a mutex), or is
     /// forgotten (a reader slot, whose holders never change the data).
-    pub(crate) fn take_now(&self, tid: u32, keep_owner_died: bool) -> Result<Acquired, RawLockError> {
+    pub(crate) fn take_now(
+        &self,
+        tid: u32,
+        keep_owner_died: bool,
+    ) -> Result<Acquired, RawLockError> {
         let word = self.word();
         for _ in 0..16 {
             let v = word.load(Ordering::Relaxed);
@@ -309,7 +315,11 @@ impl RawSharedMutex {
 
     /// The lock's protocol, once the word is named as this thread's operation under way.
     #[inline]
-    pub(crate) fn take(&self, tid: u32, deadline: Option<Deadline>) -> Result<Acquired, RawLockError> {
+    pub(crate) fn take(
+        &self,
+        tid: u32,
+        deadline: Option<Deadline>,
+    ) -> Result<Acquired, RawLockError> {
         if self
             .word()
             .compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
@@ -413,18 +423,28 @@ impl RawSharedMutex {
     /// recoverable).
     pub(crate) fn release(&self, wake: u32) {
         let word = self.word();
-        let addr = word.as_ptr();
-        let v = word.load(Ordering::Relaxed);
-        if v & OWNER_DIED != 0 {
+        if word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
             let before = word.swap(NOT_RECOVERABLE, Ordering::Release);
             if before & WAITERS != 0 {
-                let _ = Futex::wake_at(addr, i32::MAX as u32);
+                let _ = Futex::wake_at(word.as_ptr(), i32::MAX as u32);
             }
             return;
         }
-        let before = word.fetch_and(WAITERS, Ordering::Release);
-        if before & WAITERS != 0 && Futex::wake_at(addr, wake) == Ok(0) {
-            // Nobody was asleep: the next release need not wake (invariant 1).
+        self.release_keeping(0, wake);
+    }
+
+    /// Releases a word this thread took without touching what it guards (a look, a write lock
+    /// given up while waiting for readers): a death recorded in it stays recorded.
+    pub(crate) fn release_untouched(&self, wake: u32) {
+        self.release_keeping(OWNER_DIED, wake);
+    }
+
+    /// Clears the owner (and every bit but `WAITERS` and `keep`), then wakes up to `wake`
+    /// sleepers if `WAITERS` was set, clearing it if nobody was asleep (invariant 1).
+    fn release_keeping(&self, keep: u32, wake: u32) {
+        let word = self.word();
+        let before = word.fetch_and(WAITERS | keep, Ordering::Release);
+        if before & WAITERS != 0 && Futex::wake_at(word.as_ptr(), wake) == Ok(0) {
             let _ = word.compare_exchange(WAITERS, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
     }

@@ -147,7 +147,10 @@ impl RawSharedRwLock {
     /// # Errors
     ///
     /// [`RawLockError::TimedOut`]; otherwise as [`read`](Self::read).
-    pub fn try_read_until(&self, deadline: Deadline) -> Result<(ReaderSlot, Acquired), RawLockError> {
+    pub fn try_read_until(
+        &self,
+        deadline: Deadline,
+    ) -> Result<(ReaderSlot, Acquired), RawLockError> {
         self.read_until(Some(deadline), false)
     }
 
@@ -281,7 +284,11 @@ impl RawSharedRwLock {
         Ok(first)
     }
 
-    fn write_until(&self, deadline: Option<Deadline>, try_only: bool) -> Result<Acquired, RawLockError> {
+    fn write_until(
+        &self,
+        deadline: Option<Deadline>,
+        try_only: bool,
+    ) -> Result<Acquired, RawLockError> {
         let writer = &self.writer.lock;
         let acquired = if try_only {
             writer.try_lock()?
@@ -301,23 +308,12 @@ impl RawSharedRwLock {
             };
             if let Err(err) = waited {
                 // Give the writer's word back as it was: a death recorded in it stays recorded.
-                robust::release(writer.robust(), |_| self.release_writer_untouched());
+                robust::release(writer.robust(), |_| {
+                    writer.release_untouched(i32::MAX as u32)
+                });
                 return Err(err);
             }
         }
         Ok(acquired)
-    }
-
-    /// Releases the writer's word after a failed write lock, keeping `OWNER_DIED` (this writer
-    /// changed nothing) and waking every sleeper.
-    fn release_writer_untouched(&self) {
-        let word = &self.writer.lock.robust().word;
-        let before = word.fetch_and(
-            crate::futex::pi_bits::WAITERS | crate::futex::pi_bits::OWNER_DIED,
-            Ordering::Release,
-        );
-        if before & crate::futex::pi_bits::WAITERS != 0 {
-            let _ = word.wake(i32::MAX as u32);
-        }
     }
 }
