@@ -45,7 +45,7 @@
 //!
 //! | field | meaning | set | cleared |
 //! |-------|---------|-----|---------|
-//! | `status` | `Unready`, `Ready`, `Unsupported`, `Exited` | the first operation (`Ready` or `Unsupported`); the thread's exit | the child handler after a `fork` (back to `Unready`) |
+//! | `status` | `Unready`, `Ready`, `Unsupported`, `Exited` (in `ThreadList`: `chain` non-null means `Ready`, `why_not` the other two) | the first operation (`Ready` or `Unsupported`); the thread's exit | the child handler after a `fork` (back to `Unready`) |
 //! | `tid` | this thread's id: what its lock words hold | the first operation | the child handler |
 //! | `head` | the registered head: glibc's, or `own_head` where none was | the first operation | never |
 //! | `held` | the entries linked between the anchors, oldest first, each with its separator | `link` pushes | `unlink` removes |
@@ -57,7 +57,7 @@
 //! an unlock or a wait leaves the kernel a correct list: the word is marked if the thread held
 //! it, and a waiter is woken if the word was free (the pending rule above).
 
-use core::cell::{Cell, RefCell};
+use core::cell::Cell;
 use core::fmt;
 use core::sync::atomic::{compiler_fence, AtomicU32, AtomicUsize, Ordering};
 
@@ -158,8 +158,8 @@ pub enum Unsupported {
     /// The thread's robust list was registered by a C library whose lock layout is not
     /// glibc's: its `futex_offset` differs, so futexkit's words cannot join that list.
     ForeignLayout {
-        /// The head's `futex_offset`.
-        futex_offset: isize,
+        /// The head's `futex_offset` (saturated to 32 bits).
+        futex_offset: i32,
     },
     /// The thread's robust list belongs to a C library other than glibc, which futexkit does
     /// not know how to share it with.
@@ -196,14 +196,6 @@ impl std::error::Error for Unsupported {}
 /// Elsewhere only a head of futexkit's own is used.
 const FOREIGN_HEADS_ARE_GLIBC: bool = cfg!(target_env = "gnu");
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
-    Unready,
-    Ready,
-    Unsupported(Unsupported),
-    Exited,
-}
-
 /// One linked entry and the separator after it.
 struct Held {
     word: *const RobustWord,
@@ -225,49 +217,56 @@ struct Chain {
     spare: Vec<Box<PrivateEntry>>,
 }
 
+/// This thread's state. `chain` is non-null exactly when the thread is ready (`Ready` in the
+/// module's table); otherwise `why_not` says why it cannot be (`Unsupported`, `Exited`), or
+/// is `None` (`Unready`: the next operation starts it).
 struct ThreadList {
-    status: Cell<Status>,
+    chain: Cell<*mut Chain>,
+    why_not: Cell<Option<Unsupported>>,
     tid: Cell<u32>,
-    chain: RefCell<Option<Box<Chain>>>,
+    /// A chain allocated before a `fork`, kept for the child's next start.
+    idle: Cell<*mut Chain>,
 }
 
-// The model checkers' `thread_local!` takes no `const` initializer.
-#[allow(clippy::missing_const_for_thread_local)]
 mod local {
     crate::thread::thread_local! {
-        pub(super) static THREAD: super::ThreadList = super::ThreadList::new();
+        pub(super) static THREAD: super::ThreadList = const { super::ThreadList::new() };
     }
 }
 use local::THREAD;
 
 impl ThreadList {
-    fn new() -> ThreadList {
+    const fn new() -> ThreadList {
         ThreadList {
-            status: Cell::new(Status::Unready),
+            chain: Cell::new(core::ptr::null_mut()),
+            why_not: Cell::new(None),
             tid: Cell::new(0),
-            chain: RefCell::new(None),
+            idle: Cell::new(core::ptr::null_mut()),
         }
     }
 
-    /// This thread's id, once its list is ready.
+    /// This thread's chain and id, once its list is ready.
     #[inline]
-    fn ready(&self) -> Result<u32, Unsupported> {
-        match self.status.get() {
-            Status::Ready => Ok(self.tid.get()),
-            Status::Unready => self.start(),
-            Status::Unsupported(why) => Err(why),
-            Status::Exited => Err(Unsupported::ThreadExiting),
+    fn ready(&self) -> Result<(*mut Chain, u32), Unsupported> {
+        let chain = self.chain.get();
+        if chain.is_null() {
+            return self.start();
         }
+        Ok((chain, self.tid.get()))
     }
 
     #[cold]
-    fn start(&self) -> Result<u32, Unsupported> {
+    fn start(&self) -> Result<(*mut Chain, u32), Unsupported> {
+        if let Some(why) = self.why_not.get() {
+            return Err(why);
+        }
         register_fork_handler();
         let tid = sys::current_tid();
         self.tid.set(tid);
-        let mut slot = self.chain.borrow_mut();
-        let chain = slot.get_or_insert_with(|| {
-            Box::new(Chain {
+        let mut chain = match core::ptr::NonNull::new(self.idle.replace(core::ptr::null_mut())) {
+            // SAFETY: `idle` holds a chain from Box::into_raw that nothing else points to.
+            Some(idle) => unsafe { Box::from_raw(idle.as_ptr()) },
+            None => Box::new(Chain {
                 head: core::ptr::null_mut(),
                 own_head: OwnHead {
                     prev: AtomicUsize::new(0),
@@ -281,29 +280,28 @@ impl ThreadList {
                 back: PrivateEntry::new(),
                 held: Vec::new(),
                 spare: Vec::new(),
-            })
-        });
-        let status = match chain.install() {
-            Ok(()) => Status::Ready,
-            Err(why) => Status::Unsupported(why),
+            }),
         };
-        self.status.set(status);
-        match status {
-            Status::Ready => Ok(tid),
-            Status::Unsupported(why) => Err(why),
-            _ => unreachable!("install ends Ready or Unsupported"),
+        if let Err(why) = chain.install() {
+            self.why_not.set(Some(why));
+            return Err(why);
         }
+        let chain = Box::into_raw(chain);
+        self.chain.set(chain);
+        Ok((chain, tid))
     }
 
     /// After a `fork`, in the child: the C library emptied the list (the child owns none of
-    /// its parent's locks) and the thread has a new id, so start afresh at the next operation.
+    /// its parent's locks) and the thread has a new id, so start afresh at the next operation,
+    /// reusing the chain's memory.
     fn forget_after_fork(&self) {
-        self.status.set(Status::Unready);
-        if let Ok(mut slot) = self.chain.try_borrow_mut() {
-            if let Some(chain) = slot.as_mut() {
-                let Chain { held, spare, .. } = &mut **chain;
-                spare.extend(held.drain(..).map(|h| h.separator));
-            }
+        let chain = self.chain.replace(core::ptr::null_mut());
+        if !chain.is_null() {
+            // SAFETY: the chain is this thread's (copied by the fork), and no operation is
+            // under way: the thread is in `fork`.
+            let Chain { held, spare, .. } = unsafe { &mut *chain };
+            spare.extend(held.drain(..).map(|h| h.separator));
+            self.idle.set(chain);
         }
     }
 }
@@ -314,18 +312,23 @@ impl Drop for ThreadList {
     /// (their guards leaked), leave the chain linked for the kernel, which marks them as the
     /// thread dies, and leak it, since the kernel reads it then.
     fn drop(&mut self) {
-        let was_ready = self.status.get() == Status::Ready;
-        self.status.set(Status::Exited);
-        let Some(chain) = self.chain.get_mut().take() else {
-            return;
-        };
-        if !was_ready || !chain.held.is_empty() {
-            if was_ready {
-                Box::leak(chain);
-            }
+        self.why_not.set(Some(Unsupported::ThreadExiting));
+        let idle = self.idle.replace(core::ptr::null_mut());
+        if !idle.is_null() {
+            // SAFETY: from Box::into_raw, not linked anywhere (the fork emptied the list).
+            drop(unsafe { Box::from_raw(idle) });
+        }
+        let chain = self.chain.replace(core::ptr::null_mut());
+        if chain.is_null() {
             return;
         }
-        chain.uninstall();
+        // SAFETY: from Box::into_raw in `start`; this thread's, and nothing is under way.
+        let chain = unsafe { Box::from_raw(chain) };
+        if chain.held.is_empty() {
+            chain.uninstall();
+        } else {
+            Box::leak(chain);
+        }
     }
 }
 
@@ -354,6 +357,7 @@ impl Chain {
             // thread's descriptor, alive as long as the thread.
             let futex_offset = unsafe { (*registered).futex_offset };
             if futex_offset != -(WORD_BEFORE_ENTRY as isize) {
+                let futex_offset = futex_offset.clamp(i32::MIN as isize, i32::MAX as isize) as i32;
                 return Err(Unsupported::ForeignLayout { futex_offset });
             }
             registered
@@ -426,6 +430,16 @@ impl Chain {
     /// if this thread has not linked `word` (it does not hold the lock).
     #[inline]
     fn unlink(&mut self, word: &RobustWord) -> bool {
+        // The newest entry, unlinked in the usual last-in, first-out order: FRONT points past it.
+        if self.held.last().is_some_and(|h| core::ptr::eq(h.word, word)) {
+            let held = self.held.pop().expect("just looked");
+            self.front
+                .next
+                .store(held.separator.next.load(Ordering::Relaxed), Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
+            self.spare.push(held.separator);
+            return true;
+        }
         let Some(i) = self.held.iter().rposition(|h| core::ptr::eq(h.word, word)) else {
             return false;
         };
@@ -498,47 +512,53 @@ unsafe extern "C" fn after_fork_in_child() {
     let _ = THREAD.try_with(ThreadList::forget_after_fork);
 }
 
+
+
 /// Takes `word` for this thread: `take(tid)` runs with the word named as the operation under
 /// way, and if it returns `Ok`, the word is linked into this thread's list before the
 /// operation ends. A death at any instruction in between leaves the kernel a word it marks
 /// (this thread's id in it) or wakes a waiter of (free).
+#[inline]
 pub(crate) fn acquire<R, E: From<Unsupported>>(
     word: &RobustWord,
     take: impl FnOnce(u32) -> Result<R, E>,
 ) -> Result<R, E> {
-    with_ready(|thread, tid| {
-        let mut slot = thread.chain.borrow_mut();
-        let chain = slot.as_mut().expect("a ready thread has a chain");
-        chain.set_pending(word);
-        let taken = take(tid);
-        if taken.is_ok() {
-            chain.link(word);
-        }
-        chain.clear_pending();
-        taken
-    })
+    let (chain, tid) = ready()?;
+    // SAFETY (each `&mut *chain` below): the chain is this thread's, from `ready`; each borrow
+    // ends within its statement, and `take` runs between them, so none overlaps another.
+    unsafe { &*chain }.set_pending(word);
+    let taken = take(tid);
+    if taken.is_ok() {
+        // SAFETY: as above.
+        unsafe { &mut *chain }.link(word);
+    }
+    // SAFETY: as above.
+    unsafe { &*chain }.clear_pending();
+    taken
 }
 
 /// Releases `word`: it is unlinked first, then `release(tid)` runs, with the word named as the
 /// operation under way throughout. Does nothing (and returns false) if this thread has not
 /// linked the word: it does not hold it (a lock its parent held before a `fork`, or one it
 /// still held when its exit began).
+#[inline]
 pub(crate) fn release(word: &RobustWord, release: impl FnOnce(u32)) -> bool {
-    let released = THREAD.try_with(|thread| {
-        if thread.status.get() != Status::Ready {
-            return false;
-        }
-        let mut slot = thread.chain.borrow_mut();
-        let chain = slot.as_mut().expect("a ready thread has a chain");
-        chain.set_pending(word);
-        let held = chain.unlink(word);
-        if held {
-            release(thread.tid.get());
-        }
-        chain.clear_pending();
-        held
-    });
-    released.unwrap_or(false)
+    let Ok((chain, tid)) = THREAD.try_with(|thread| (thread.chain.get(), thread.tid.get())) else {
+        return false;
+    };
+    if chain.is_null() {
+        return false;
+    }
+    // SAFETY (each `&mut *chain`): as in `acquire`.
+    unsafe { &*chain }.set_pending(word);
+    // SAFETY: as above.
+    let held = unsafe { &mut *chain }.unlink(word);
+    if held {
+        release(tid);
+    }
+    // SAFETY: as above.
+    unsafe { &*chain }.clear_pending();
+    held
 }
 
 /// Runs `wait(tid)` (a sleep on `word`, which this thread does not hold) with the word named as
@@ -548,44 +568,38 @@ pub(crate) fn waiting<R, E: From<Unsupported>>(
     word: &RobustWord,
     wait: impl FnOnce(u32) -> Result<R, E>,
 ) -> Result<R, E> {
-    with_ready(|thread, tid| {
-        let slot = thread.chain.borrow();
-        let chain = slot.as_ref().expect("a ready thread has a chain");
-        chain.set_pending(word);
-        let waited = wait(tid);
-        chain.clear_pending();
-        waited
-    })
+    let (chain, tid) = ready()?;
+    // SAFETY (each `&*chain`): as in `acquire`.
+    unsafe { &*chain }.set_pending(word);
+    let waited = wait(tid);
+    // SAFETY: as above.
+    unsafe { &*chain }.clear_pending();
+    waited
 }
 
 /// This thread's id as its robust words hold it, or why it cannot hold any.
 pub(crate) fn current_owner_id() -> Result<u32, Unsupported> {
-    THREAD
-        .try_with(|thread| thread.ready())
-        .unwrap_or(Err(Unsupported::ThreadExiting))
+    ready().map(|(_, tid)| tid)
 }
 
 /// Whether this thread has `word` linked: it holds the lock.
 pub(crate) fn holds(word: &RobustWord) -> bool {
     THREAD
         .try_with(|thread| {
-            thread.status.get() == Status::Ready
-                && thread
-                    .chain
-                    .borrow()
-                    .as_ref()
-                    .is_some_and(|chain| chain.held.iter().any(|h| core::ptr::eq(h.word, word)))
+            let chain = thread.chain.get();
+            // SAFETY: as in `acquire`; a shared borrow for this look only.
+            !chain.is_null()
+                && unsafe { &*chain }
+                    .held
+                    .iter()
+                    .any(|h| core::ptr::eq(h.word, word))
         })
         .unwrap_or(false)
 }
 
-fn with_ready<R, E: From<Unsupported>>(
-    f: impl FnOnce(&ThreadList, u32) -> Result<R, E>,
-) -> Result<R, E> {
+#[inline]
+fn ready() -> Result<(*mut Chain, u32), Unsupported> {
     THREAD
-        .try_with(|thread| {
-            let tid = thread.ready()?;
-            f(thread, tid)
-        })
-        .unwrap_or(Err(Unsupported::ThreadExiting.into()))
+        .try_with(ThreadList::ready)
+        .unwrap_or(Err(Unsupported::ThreadExiting))
 }

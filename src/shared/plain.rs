@@ -1,7 +1,8 @@
 //! [`Plain`]: what a process-shared lock may guard, and how a value crosses into and out of
 //! memory that other processes write.
 
-use core::mem::MaybeUninit;
+use core::mem::{align_of, size_of, MaybeUninit};
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Plain data that can live in memory several processes share: any bit pattern of its size is
 /// a valid value, it has no padding, and it holds no pointers or references (an address means
@@ -52,13 +53,30 @@ plain!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64)
 // multiple of its alignment) and every pattern of each element is valid.
 unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
 
-/// Copies the value at `src` out of shared memory.
+/// Copies the value at `src` out of shared memory: one atomic access for a value of 1, 2, 4 or 8
+/// bytes aligned to its size, else `atomic_copy`'s word and byte accesses.
 ///
 /// # Safety
 ///
 /// `src` must point to `size_of::<T>()` bytes, aligned for `T`, that stay mapped for the call and
 /// that this process accesses only atomically (other processes may write them).
 pub(crate) unsafe fn load<T: Plain>(src: *const T) -> T {
+    macro_rules! one_access {
+        ($atomic:ty, $int:ty) => {
+            if size_of::<T>() == size_of::<$int>() && align_of::<T>() >= align_of::<$int>() {
+                // SAFETY: `src` is aligned for `T`, so for this integer of `T`'s size, and the
+                // caller vouches for the memory and for atomic-only access.
+                let bits = unsafe { <$atomic>::from_ptr(src.cast::<$int>().cast_mut()) }
+                    .load(Ordering::Relaxed);
+                // SAFETY: the same size, and every bit pattern is a `T` (`Plain`).
+                return unsafe { core::mem::transmute_copy::<$int, T>(&bits) };
+            }
+        };
+    }
+    one_access!(AtomicU64, u64);
+    one_access!(AtomicU32, u32);
+    one_access!(AtomicU16, u16);
+    one_access!(AtomicU8, u8);
     let mut value = MaybeUninit::<T>::zeroed();
     // SAFETY: the destination is a local of `size_of::<T>()` initialized (zero) bytes; the
     // source as the caller vouches.
@@ -77,6 +95,22 @@ pub(crate) unsafe fn load<T: Plain>(src: *const T) -> T {
 ///
 /// As [`load`], for `dst`.
 pub(crate) unsafe fn store<T: Plain>(dst: *mut T, value: &T) {
+    macro_rules! one_access {
+        ($atomic:ty, $int:ty) => {
+            if size_of::<T>() == size_of::<$int>() && align_of::<T>() >= align_of::<$int>() {
+                // SAFETY: the same size; a `Plain` value has no padding, so every byte is
+                // initialized.
+                let bits = unsafe { core::mem::transmute_copy::<T, $int>(value) };
+                // SAFETY: as in `load`.
+                unsafe { <$atomic>::from_ptr(dst.cast::<$int>()) }.store(bits, Ordering::Relaxed);
+                return;
+            }
+        };
+    }
+    one_access!(AtomicU64, u64);
+    one_access!(AtomicU32, u32);
+    one_access!(AtomicU16, u16);
+    one_access!(AtomicU8, u8);
     // SAFETY: a `Plain` value has no padding, so all its bytes are initialized.
     let bytes = unsafe {
         core::slice::from_raw_parts((value as *const T).cast::<u8>(), core::mem::size_of::<T>())
