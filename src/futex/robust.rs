@@ -431,11 +431,16 @@ impl Chain {
     #[inline]
     fn unlink(&mut self, word: &RobustWord) -> bool {
         // The newest entry, unlinked in the usual last-in, first-out order: FRONT points past it.
-        if self.held.last().is_some_and(|h| core::ptr::eq(h.word, word)) {
+        if self
+            .held
+            .last()
+            .is_some_and(|h| core::ptr::eq(h.word, word))
+        {
             let held = self.held.pop().expect("just looked");
-            self.front
-                .next
-                .store(held.separator.next.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.front.next.store(
+                held.separator.next.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
             compiler_fence(Ordering::SeqCst);
             self.spare.push(held.separator);
             return true;
@@ -511,8 +516,6 @@ fn register_fork_handler() {
 unsafe extern "C" fn after_fork_in_child() {
     let _ = THREAD.try_with(ThreadList::forget_after_fork);
 }
-
-
 
 /// Takes `word` for this thread: `take(tid)` runs with the word named as the operation under
 /// way, and if it returns `Ok`, the word is linked into this thread's list before the

@@ -275,6 +275,15 @@ impl RawSharedMutex {
         )
     }
 
+    /// The thread id of the holder now (a snapshot, in the pid namespace of the process that
+    /// took the lock), if any.
+    pub fn holder(&self) -> Option<u32> {
+        match owner(self.word().load(Ordering::Relaxed)) {
+            0 | NOT_RECOVERABLE => None,
+            tid => Some(tid),
+        }
+    }
+
     /// Whether the lock can never be taken again.
     pub fn is_not_recoverable(&self) -> bool {
         owner(self.word().load(Ordering::Relaxed)) == NOT_RECOVERABLE

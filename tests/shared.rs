@@ -1,0 +1,875 @@
+//! futexkit::shared within one process: regions (building, adopting, refusing bad headers,
+//! typed lookups), and each lock's contract with threads, including a holder thread that exits
+//! holding a lock (its guard leaked), which the kernel treats as a death. Deaths of processes,
+//! killed at every instruction, are in tests/shared_kill.rs.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futexkit::raw::{BarrierError, RawSharedMutex, BARRIER_MAX_PARTIES, READER_SLOTS};
+use futexkit::shared::{LockError, ObjectKind, Plain, Region, RegionError, SharedMutex};
+
+/// Long enough that reaching it means a hang, not a slow machine.
+const HANG: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+struct Pair {
+    a: u64,
+    b: u64,
+}
+
+// SAFETY: two u64s, 16 bytes, no padding; every bit pattern is a value.
+unsafe impl Plain for Pair {}
+
+#[test]
+fn a_region_is_built_adopted_and_looked_up_by_name_and_type() {
+    let region = Region::builder()
+        .mutex("pair", Pair { a: 1, b: 2 })
+        .condvar("cv")
+        .rwlock("table", [7u32; 10])
+        .barrier("start", 3)
+        .mutex("byte", 5u8)
+        .build()
+        .unwrap();
+    let kinds: Vec<_> = region.objects().collect();
+    assert_eq!(
+        kinds,
+        [
+            ("pair", ObjectKind::Mutex),
+            ("cv", ObjectKind::Condvar),
+            ("table", ObjectKind::RwLock),
+            ("start", ObjectKind::Barrier),
+            ("byte", ObjectKind::Mutex),
+        ]
+    );
+    let adopted = Region::from_fd(region.fd().try_clone_to_owned().unwrap()).unwrap();
+    assert_eq!(adopted.objects().count(), 5);
+    assert_eq!(
+        adopted.mutex::<Pair>("pair").unwrap().lock().unwrap().get(),
+        Pair { a: 1, b: 2 }
+    );
+    assert_eq!(
+        adopted
+            .rwlock::<[u32; 10]>("table")
+            .unwrap()
+            .read()
+            .unwrap()
+            .get(),
+        [7; 10]
+    );
+    assert_eq!(
+        adopted.mutex::<u8>("byte").unwrap().lock().unwrap().get(),
+        5
+    );
+    assert_eq!(adopted.barrier("start").unwrap().parties().unwrap(), 3);
+    adopted.condvar("cv").unwrap().notify_all();
+
+    // One mapping's writes are the other's.
+    region
+        .mutex::<Pair>("pair")
+        .unwrap()
+        .lock()
+        .unwrap()
+        .set(Pair { a: 9, b: 9 });
+    assert_eq!(
+        adopted.mutex::<Pair>("pair").unwrap().lock().unwrap().get(),
+        Pair { a: 9, b: 9 }
+    );
+}
+
+#[test]
+fn lookups_check_the_name_kind_and_type() {
+    let region = Region::builder()
+        .mutex("m", 0u64)
+        .condvar("c")
+        .build()
+        .unwrap();
+    assert!(
+        matches!(region.mutex::<u64>("nope"), Err(RegionError::NotFound(name)) if name == "nope")
+    );
+    assert!(matches!(
+        region.condvar("m"),
+        Err(RegionError::WrongKind {
+            expected: ObjectKind::Condvar,
+            found: ObjectKind::Mutex,
+            ..
+        })
+    ));
+    assert!(matches!(
+        region.mutex::<u32>("m"),
+        Err(RegionError::WrongType {
+            expected: (4, 4),
+            found: (8, 8),
+            ..
+        })
+    ));
+    assert!(matches!(
+        region.rwlock::<u64>("m"),
+        Err(RegionError::WrongKind { .. })
+    ));
+    // Every error has a message.
+    let message = region.mutex::<u32>("m").unwrap_err().to_string();
+    assert!(message.contains("\"m\""), "{message}");
+}
+
+#[test]
+fn the_builder_refuses_bad_names_parties_and_alignments() {
+    #[derive(Clone, Copy)]
+    #[repr(C, align(128))]
+    struct Wide([u8; 128]);
+    // SAFETY: 128 bytes, no padding, any pattern valid (alignment 128, which Plain forbids, is
+    // exactly what the builder must refuse).
+    unsafe impl Plain for Wide {}
+
+    let long = "x".repeat(33);
+    assert!(matches!(
+        Region::builder().mutex("", 0u8).build(),
+        Err(RegionError::BadName(_))
+    ));
+    assert!(matches!(
+        Region::builder().mutex(&long, 0u8).build(),
+        Err(RegionError::BadName(_))
+    ));
+    assert!(Region::builder().mutex(&long[..32], 0u8).build().is_ok());
+    assert!(matches!(
+        Region::builder().mutex("a", 0u8).condvar("a").build(),
+        Err(RegionError::BadName(name)) if name == "a"
+    ));
+    assert!(matches!(
+        Region::builder().barrier("b", 0).build(),
+        Err(RegionError::BadParties(0))
+    ));
+    assert!(matches!(
+        Region::builder()
+            .barrier("b", BARRIER_MAX_PARTIES + 1)
+            .build(),
+        Err(RegionError::BadParties(_))
+    ));
+    assert!(matches!(
+        Region::builder().mutex("w", Wide([0; 128])).build(),
+        Err(RegionError::OverAligned(128))
+    ));
+    // An empty region is a region.
+    assert_eq!(Region::builder().build().unwrap().objects().count(), 0);
+}
+
+/// A memfd holding `bytes`, sealed (or not) as a region's must be.
+fn memfd_with(bytes: &[u8], seal: bool) -> OwnedFd {
+    // SAFETY: a plain memfd_create with a NUL-terminated name; the fd is ours.
+    let fd = unsafe {
+        let raw = libc::memfd_create(
+            c"crafted".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        );
+        assert!(raw >= 0);
+        OwnedFd::from_raw_fd(raw)
+    };
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+    let fd = OwnedFd::from(file);
+    if seal {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on our own fd with a plain integer argument.
+        let ret = unsafe {
+            libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            )
+        };
+        assert_eq!(ret, 0);
+    }
+    fd
+}
+
+/// The bytes of a real region, to be altered.
+fn region_bytes(region: &Region) -> Vec<u8> {
+    let mut file = std::fs::File::from(region.fd().try_clone_to_owned().unwrap());
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).unwrap();
+    bytes
+}
+
+fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
+    bytes[at..at + 4].copy_from_slice(&value.to_ne_bytes());
+}
+
+fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
+    bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+}
+
+fn adopt(bytes: &[u8]) -> Result<Region, RegionError> {
+    Region::from_fd(memfd_with(bytes, true))
+}
+
+#[test]
+fn adopting_checks_the_file_and_every_field_of_the_header() {
+    let region = Region::builder()
+        .mutex("m", 0u64)
+        .barrier("b", 2)
+        .build()
+        .unwrap();
+    let good = region_bytes(&region);
+    assert!(adopt(&good).is_ok());
+    // Layout (src/shared/region.rs): header 64 bytes, then 64-byte entries: name 0..32,
+    // kind 32, value_size 36, value_align 40, param 44, offset 48, len 56.
+    let entry = |i: usize| 64 + 64 * i;
+    let bad_header = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = good.clone();
+        edit(&mut bytes);
+        match adopt(&bytes) {
+            Err(RegionError::BadHeader(why)) => why,
+            other => panic!("accepted a bad header: {other:?}"),
+        }
+    };
+    bad_header(&|b| b[0] = b'X');
+    bad_header(&|b| put_u32(b, 8, 2));
+    bad_header(&|b| put_u64(b, 16, 1 << 20));
+    bad_header(&|b| put_u32(b, 12, 100_000));
+    bad_header(&|b| put_u32(b, 12, 1000));
+    bad_header(&|b| b[entry(0)] = 0);
+    bad_header(&|b| b[entry(0)..entry(0) + 4].copy_from_slice(&[0xff, 0xfe, 0xfd, 0]));
+    bad_header(&|b| b[entry(1)] = b'm');
+    bad_header(&|b| put_u32(b, entry(0) + 32, 9));
+    bad_header(&|b| put_u32(b, entry(0) + 36, 16));
+    bad_header(&|b| put_u32(b, entry(0) + 40, 3));
+    bad_header(&|b| put_u32(b, entry(0) + 40, 128));
+    bad_header(&|b| put_u32(b, entry(1) + 44, 0));
+    bad_header(&|b| put_u32(b, entry(1) + 44, 65));
+    bad_header(&|b| put_u64(b, entry(0) + 48, 8));
+    bad_header(&|b| put_u64(b, entry(0) + 48, 65));
+    bad_header(&|b| put_u64(b, entry(0) + 48, u64::MAX - 63));
+    bad_header(&|b| put_u64(b, entry(1) + 48, 1 << 40));
+    bad_header(&|b| put_u64(b, entry(0) + 56, 41));
+    let overlapping = {
+        let mut bytes = good.clone();
+        let first = u64::from_ne_bytes(bytes[entry(0) + 48..entry(0) + 56].try_into().unwrap());
+        put_u64(&mut bytes, entry(1) + 48, first);
+        bytes
+    };
+    assert!(matches!(
+        adopt(&overlapping),
+        Err(RegionError::BadHeader(_))
+    ));
+    assert!(matches!(adopt(&good[..32]), Err(RegionError::BadHeader(_))));
+    // The file itself: sealed, shmem.
+    assert!(matches!(
+        Region::from_fd(memfd_with(&good, false)),
+        Err(RegionError::NotSealed)
+    ));
+}
+
+#[test]
+fn a_mutex_counts_exactly_under_threads() {
+    const THREADS: usize = 6;
+    const EACH: u64 = 20_000;
+    let region = Region::builder()
+        .mutex("n", Pair::default())
+        .build()
+        .unwrap();
+    let n = region.mutex::<Pair>("n").unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..EACH {
+                    n.lock().unwrap().update(|p| {
+                        // A torn update would show as a != b.
+                        assert_eq!(p.a, p.b);
+                        p.a += 1;
+                        p.b += 1;
+                    });
+                }
+            });
+        }
+    });
+    let total = THREADS as u64 * EACH;
+    assert_eq!(n.lock().unwrap().get(), Pair { a: total, b: total });
+}
+
+#[test]
+fn try_lock_timed_lock_and_relocking_say_why() {
+    let region = Region::builder().mutex("m", 0u32).build().unwrap();
+    let m = region.mutex::<u32>("m").unwrap();
+    let guard = m.lock().unwrap();
+    assert!(m.is_locked());
+    assert_eq!(m.raw().holder(), Some(futexkit::futex::current_tid()));
+    assert!(matches!(m.lock(), Err(LockError::WouldDeadlock)));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(matches!(m.try_lock(), Err(LockError::WouldBlock)));
+            assert!(matches!(
+                m.try_lock_for(Duration::from_millis(20)),
+                Err(LockError::TimedOut)
+            ));
+            let past = std::time::Instant::now() - Duration::from_secs(1);
+            assert!(matches!(m.try_lock_until(past), Err(LockError::TimedOut)));
+        });
+    });
+    drop(guard);
+    assert!(!m.is_locked());
+    assert_eq!(m.raw().holder(), None);
+    assert!(m.try_lock().is_ok());
+    let message = LockError::<()>::TimedOut.to_string();
+    assert!(message.contains("deadline"), "{message}");
+    assert_eq!(format!("{:?}", m.try_lock().err()), "None");
+}
+
+/// Takes `m` in a thread that then exits without unlocking (its guard leaked): a death, to the
+/// kernel, which marks the lock when the thread exits.
+fn die_holding(m: &SharedMutex<u64>, set_to: u64) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut guard = m.lock().unwrap();
+            guard.set(set_to);
+            std::mem::forget(guard);
+        });
+    });
+}
+
+#[test]
+fn a_holder_thread_that_exits_is_reported_to_the_next_locker_once() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    die_holding(m, 41);
+    let mut guard = match m.lock() {
+        Err(LockError::OwnerDied(guard)) => guard,
+        other => panic!("expected OwnerDied, got {:?}", other.map(|g| g.get())),
+    };
+    assert_eq!(
+        guard.get(),
+        41,
+        "the dead holder's last write is there to repair"
+    );
+    guard.set(42);
+    guard.mark_consistent();
+    drop(guard);
+    // Reported once: the next lock is clean.
+    assert_eq!(m.lock().unwrap().get(), 42);
+    // A death that nobody repaired is reported to the next, and the next.
+    die_holding(m, 1);
+    let first = m
+        .lock()
+        .err()
+        .and_then(LockError::into_guard)
+        .expect("OwnerDied");
+    std::mem::forget(first); // dies too, in a way: this thread keeps it until...
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // ...another thread tries: this thread still holds it.
+            assert!(matches!(m.try_lock(), Err(LockError::WouldBlock)));
+        });
+    });
+}
+
+#[test]
+fn an_unrepaired_lock_becomes_not_recoverable_for_every_waiter() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    die_holding(m, 7);
+    let guard = m
+        .lock()
+        .err()
+        .and_then(LockError::into_guard)
+        .expect("OwnerDied");
+    let woken = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let mut sleepers = Vec::new();
+        for _ in 0..3 {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let woken = &woken;
+            sleepers.push(s.spawn(move || {
+                tx.send(futexkit_support::blocked::gettid()).unwrap();
+                let result = m.lock();
+                woken.fetch_add(1, Ordering::Relaxed);
+                assert!(
+                    matches!(result, Err(LockError::NotRecoverable)),
+                    "{:?}",
+                    result.map(|g| g.get())
+                );
+            }));
+            futexkit_support::blocked::wait_until_blocked(rx.recv().unwrap());
+        }
+        // Dropped without mark_consistent: nobody can take it again, and every sleeper hears.
+        drop(guard);
+        for sleeper in sleepers {
+            sleeper.join().unwrap();
+        }
+    });
+    assert_eq!(woken.load(Ordering::Relaxed), 3);
+    assert!(m.is_not_recoverable());
+    assert!(matches!(m.lock(), Err(LockError::NotRecoverable)));
+    assert!(matches!(m.try_lock(), Err(LockError::NotRecoverable)));
+    assert!(format!("{m:?}").contains("not_recoverable"));
+}
+
+#[test]
+fn a_sleeping_waiter_is_woken_when_the_holder_thread_exits() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::mem::forget(m.lock().unwrap());
+            held_tx.send(()).unwrap();
+            exit_rx.recv().unwrap();
+        });
+        held_rx.recv().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = s.spawn(move || {
+            tx.send(futexkit_support::blocked::gettid()).unwrap();
+            m.try_lock_for(HANG)
+                .err()
+                .map(|e| e.into_guard().map(|mut g| g.mark_consistent()))
+        });
+        futexkit_support::blocked::wait_until_blocked(rx.recv().unwrap());
+        exit_tx.send(()).unwrap();
+        assert_eq!(
+            waiter.join().unwrap(),
+            Some(Some(())),
+            "the waiter got OwnerDied"
+        );
+    });
+    assert!(m.lock().is_ok());
+}
+
+#[test]
+fn a_condvar_hands_turns_between_threads_and_times_out() {
+    let region = Region::builder()
+        .mutex("turn", 0u64)
+        .condvar("changed")
+        .build()
+        .unwrap();
+    let turn = region.mutex::<u64>("turn").unwrap();
+    let changed = region.condvar("changed").unwrap();
+    const TURNS: u64 = 2_000;
+    std::thread::scope(|s| {
+        for me in 0..2u64 {
+            s.spawn(move || {
+                let mut guard = turn.lock().unwrap();
+                loop {
+                    let t = guard.get();
+                    if t >= TURNS {
+                        break;
+                    }
+                    if t % 2 == me {
+                        guard.set(t + 1);
+                        changed.notify_all();
+                    } else {
+                        guard = changed.wait(guard).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(turn.lock().unwrap().get(), TURNS);
+    let guard = turn.lock().unwrap();
+    let (guard, result) = changed
+        .wait_timeout(guard, Duration::from_millis(10))
+        .unwrap();
+    assert!(result.timed_out());
+    assert!(turn.raw().holder().is_some(), "held again after the wait");
+    drop(guard);
+}
+
+#[test]
+fn notify_one_wakes_one_and_notify_all_wakes_all() {
+    let region = Region::builder()
+        .mutex("go", 0u32)
+        .condvar("cv")
+        .build()
+        .unwrap();
+    let go = region.mutex::<u32>("go").unwrap();
+    let cv = region.condvar("cv").unwrap();
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let mut tids = Vec::new();
+        for _ in 0..4 {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let done = &done;
+            s.spawn(move || {
+                tx.send(futexkit_support::blocked::gettid()).unwrap();
+                let mut guard = go.lock().unwrap();
+                while guard.get() == 0 {
+                    guard = cv.wait(guard).unwrap();
+                }
+                guard.update(|g| *g -= 1);
+                done.fetch_add(1, Ordering::Relaxed);
+            });
+            tids.push(rx.recv().unwrap());
+        }
+        for tid in tids {
+            futexkit_support::blocked::wait_until_blocked(tid);
+        }
+        go.lock().unwrap().set(1);
+        cv.notify_one();
+        while done.load(Ordering::Relaxed) < 1 {
+            std::thread::yield_now();
+        }
+        go.lock().unwrap().set(3);
+        cv.notify_all();
+    });
+    assert_eq!(done.load(Ordering::Relaxed), 4);
+}
+
+#[test]
+fn a_condvar_wait_reports_a_death_met_when_relocking() {
+    let region = Region::builder()
+        .mutex("m", 0u64)
+        .condvar("cv")
+        .build()
+        .unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let cv = region.condvar("cv").unwrap();
+    let guard = m.lock().unwrap();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        s.spawn(move || {
+            rx.recv().unwrap();
+            // Takes the mutex the waiter released, notifies, and exits holding it.
+            let guard = m.lock().unwrap();
+            cv.notify_one();
+            std::mem::forget(guard);
+        });
+        tx.send(()).unwrap();
+        let relocked = cv.wait_timeout(guard, HANG);
+        let (mut guard, _) = relocked
+            .err()
+            .and_then(LockError::into_guard)
+            .expect("OwnerDied");
+        guard.mark_consistent();
+    });
+}
+
+/// A value whose halves a writer keeps equal; a reader that sees them differ saw a write in
+/// progress.
+#[test]
+fn an_rwlock_lets_readers_in_together_and_writers_alone() {
+    let region = Region::builder()
+        .rwlock("v", Pair::default())
+        .build()
+        .unwrap();
+    let v = region.rwlock::<Pair>("v").unwrap();
+    const WRITES: u64 = 3_000;
+    let reads = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..WRITES {
+                    v.write().unwrap().update(|p| {
+                        assert_eq!(p.a, p.b);
+                        p.a += 1;
+                        std::hint::spin_loop();
+                        p.b += 1;
+                    });
+                }
+            });
+        }
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..WRITES {
+                    let pair = v.read().unwrap().get();
+                    assert_eq!(pair.a, pair.b, "read a write in progress");
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(v.read().unwrap().get().a, 2 * WRITES);
+    assert_eq!(reads.load(Ordering::Relaxed), 4 * WRITES as usize);
+}
+
+#[test]
+fn more_readers_than_slots_wait_for_a_slot_and_all_get_in() {
+    let region = Region::builder().rwlock("v", 0u32).build().unwrap();
+    let v = region.rwlock::<u32>("v").unwrap();
+    let inside = AtomicUsize::new(0);
+    let most = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..READER_SLOTS + 8 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    let guard = v.read().unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::Relaxed);
+                    std::thread::yield_now();
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(guard);
+                }
+            });
+        }
+    });
+    assert!(most.load(Ordering::Relaxed) <= READER_SLOTS);
+}
+
+#[test]
+fn rwlock_try_and_timed_calls_and_relocking_say_why() {
+    let region = Region::builder().rwlock("v", 0u32).build().unwrap();
+    let v = region.rwlock::<u32>("v").unwrap();
+    let w = v.write().unwrap();
+    assert!(matches!(v.read(), Err(LockError::WouldDeadlock)));
+    assert!(matches!(v.write(), Err(LockError::WouldDeadlock)));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(matches!(v.try_read(), Err(LockError::WouldBlock)));
+            assert!(matches!(v.try_write(), Err(LockError::WouldBlock)));
+            assert!(matches!(
+                v.try_read_for(Duration::from_millis(10)),
+                Err(LockError::TimedOut)
+            ));
+            assert!(matches!(
+                v.try_write_for(Duration::from_millis(10)),
+                Err(LockError::TimedOut)
+            ));
+        });
+    });
+    drop(w);
+    let r = v.read().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(v.try_read().is_ok());
+            assert!(matches!(v.try_write(), Err(LockError::WouldBlock)));
+            assert!(matches!(
+                v.try_write_for(Duration::from_millis(10)),
+                Err(LockError::TimedOut)
+            ));
+            // The writer that gave up let readers back in.
+            assert!(v.try_read().is_ok());
+        });
+    });
+    assert!(matches!(v.write(), Err(LockError::WouldDeadlock)));
+    drop(r);
+    assert!(v.try_write().is_ok());
+}
+
+#[test]
+fn a_writer_thread_that_exits_is_reported_to_readers_and_the_next_writer() {
+    let region = Region::builder().rwlock("v", 0u64).build().unwrap();
+    let v = region.rwlock::<u64>("v").unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut guard = v.write().unwrap();
+            guard.set(13);
+            std::mem::forget(guard);
+        });
+    });
+    // Readers are told, with the value as the writer left it, until a writer repairs it.
+    for _ in 0..2 {
+        let reader = v
+            .read()
+            .err()
+            .and_then(LockError::into_guard)
+            .expect("OwnerDied");
+        assert_eq!(reader.get(), 13);
+    }
+    let mut writer = v
+        .write()
+        .err()
+        .and_then(LockError::into_guard)
+        .expect("OwnerDied");
+    writer.set(14);
+    writer.mark_consistent();
+    drop(writer);
+    assert_eq!(v.read().unwrap().get(), 14);
+    assert!(v.write().is_ok());
+}
+
+#[test]
+fn a_reader_thread_that_exits_frees_its_slot_for_the_writer() {
+    let region = Region::builder().rwlock("v", 0u64).build().unwrap();
+    let v = region.rwlock::<u64>("v").unwrap();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::mem::forget(v.read().unwrap());
+            held_tx.send(()).unwrap();
+            exit_rx.recv().unwrap();
+        });
+        held_rx.recv().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = s.spawn(move || {
+            tx.send(futexkit_support::blocked::gettid()).unwrap();
+            v.try_write_for(HANG).map(|mut g| g.set(1)).is_ok()
+        });
+        futexkit_support::blocked::wait_until_blocked(rx.recv().unwrap());
+        exit_tx.send(()).unwrap();
+        assert!(
+            writer.join().unwrap(),
+            "the writer got in once the reader died"
+        );
+    });
+    assert_eq!(v.read().unwrap().get(), 1);
+}
+
+#[test]
+fn a_barrier_releases_rounds_with_one_leader_each() {
+    const PARTIES: usize = 4;
+    const ROUNDS: usize = 200;
+    let region = Region::builder().barrier("b", PARTIES).build().unwrap();
+    let b = region.barrier("b").unwrap();
+    let leaders = AtomicUsize::new(0);
+    let arrived = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..PARTIES {
+            s.spawn(|| {
+                let me = b.join().unwrap();
+                for round in 0..ROUNDS {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    if me.wait().unwrap().is_leader() {
+                        leaders.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Everyone of this round arrived before anyone left it.
+                    assert!(arrived.load(Ordering::SeqCst) >= (round + 1) * PARTIES);
+                    me.wait().unwrap();
+                }
+                std::mem::forget(me); // leaving would break the barrier for the others
+            });
+        }
+    });
+    assert_eq!(leaders.load(Ordering::Relaxed), ROUNDS);
+}
+
+#[test]
+fn a_barrier_is_full_once_every_party_joined_and_a_thread_joins_once() {
+    let region = Region::builder().barrier("b", 2).build().unwrap();
+    let b = region.barrier("b").unwrap();
+    let first = b.join().unwrap();
+    assert_eq!(first.index(), 0);
+    assert!(matches!(b.join(), Err(BarrierError::AlreadyJoined)));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let second = b.join().unwrap();
+            assert_eq!(second.index(), 1);
+            std::thread::scope(|s| {
+                s.spawn(|| assert!(matches!(b.join(), Err(BarrierError::Full))));
+            });
+            std::mem::forget(second);
+        });
+    });
+    std::mem::forget(first);
+}
+
+#[test]
+fn leaving_timing_out_or_dying_breaks_a_barrier_for_the_others() {
+    // Leaving.
+    let region = Region::builder()
+        .barrier("leave", 2)
+        .barrier("timeout", 2)
+        .barrier("die", 3)
+        .build()
+        .unwrap();
+    let leave = region.barrier("leave").unwrap();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = s.spawn(move || {
+            let me = leave.join().unwrap();
+            tx.send(futexkit_support::blocked::gettid()).unwrap();
+            me.wait_timeout(HANG)
+        });
+        let tid = rx.recv().unwrap();
+        let me = leave.join().unwrap();
+        futexkit_support::blocked::wait_until_blocked(tid);
+        drop(me);
+        assert!(matches!(waiter.join().unwrap(), Err(BarrierError::Broken)));
+    });
+    assert!(leave.is_broken());
+    assert!(matches!(leave.join(), Err(BarrierError::Broken)));
+
+    // A timeout.
+    let timeout = region.barrier("timeout").unwrap();
+    let me = timeout.join().unwrap();
+    assert!(matches!(
+        me.wait_timeout(Duration::from_millis(10)),
+        Err(BarrierError::TimedOut)
+    ));
+    assert!(matches!(me.wait(), Err(BarrierError::Broken)));
+
+    // A party thread that exits (its handle leaked) while two others wait.
+    let die = region.barrier("die").unwrap();
+    let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let (joined_tx, joined_rx) = std::sync::mpsc::channel();
+        s.spawn(move || {
+            std::mem::forget(die.join().unwrap());
+            joined_tx.send(()).unwrap();
+            exit_rx.recv().unwrap();
+        });
+        joined_rx.recv().unwrap();
+        let mut waiters = Vec::new();
+        let mut tids = Vec::new();
+        for _ in 0..2 {
+            let (tx, rx) = std::sync::mpsc::channel();
+            waiters.push(s.spawn(move || {
+                let me = die.join().unwrap();
+                tx.send(futexkit_support::blocked::gettid()).unwrap();
+                let result = me.wait_timeout(HANG);
+                std::mem::forget(me);
+                result
+            }));
+            tids.push(rx.recv().unwrap());
+        }
+        for tid in tids {
+            futexkit_support::blocked::wait_until_blocked(tid);
+        }
+        exit_tx.send(()).unwrap();
+        for waiter in waiters {
+            assert!(matches!(waiter.join().unwrap(), Err(BarrierError::Broken)));
+        }
+    });
+}
+
+#[test]
+fn locks_in_memory_the_caller_mapped_work_across_fork() {
+    // SAFETY: a fresh anonymous shared mapping of one page, ours.
+    let page = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    // SAFETY: the page is ours, aligned, large enough; every process touches it only through
+    // this SharedMutex.
+    let m = unsafe {
+        page.cast::<SharedMutex<u64>>().write(SharedMutex::new(0));
+        SharedMutex::<u64>::from_ptr(page.cast())
+    };
+    let _ = m.lock(); // the thread's robust list, before the fork
+                      // SAFETY: the child only locks the already-initialized mutex and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let code = match m.lock() {
+            Ok(mut guard) => {
+                guard.update(|n| *n += 1);
+                0
+            }
+            Err(_) => 1,
+        };
+        // SAFETY: ends the child without the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: our child; a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    assert_eq!(m.lock().unwrap().get(), 1);
+    // A raw mutex is 40 bytes, 8-aligned: the documented layout.
+    assert_eq!(core::mem::size_of::<RawSharedMutex>(), 40);
+    assert_eq!(core::mem::align_of::<RawSharedMutex>(), 8);
+    assert_eq!(core::mem::size_of::<SharedMutex<u64>>(), 48);
+    assert_eq!(core::mem::size_of::<futexkit::shared::SharedCondvar>(), 8);
+    assert_eq!(
+        core::mem::align_of::<futexkit::shared::SharedRwLock<u8>>(),
+        64
+    );
+    // SAFETY: unmaps our own mapping; nothing uses it any more.
+    unsafe { libc::munmap(page, 4096) };
+}
