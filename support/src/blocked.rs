@@ -7,8 +7,18 @@ use std::time::{Duration, Instant};
 /// and count it. Reads `/proc/self/task/TID/{stat,wchan}`; where the kernel hides `wchan`, a
 /// sleeping state is taken as enough. Gives up (panics) after 60 s: a hang is a failure.
 pub fn wait_until_blocked(tid: u32) {
-    let stat_path = format!("/proc/self/task/{tid}/stat");
-    let wchan_path = format!("/proc/self/task/{tid}/wchan");
+    wait_until_asleep_in_futex(&format!("/proc/self/task/{tid}"), &format!("thread {tid}"));
+}
+
+/// Waits until the (single-threaded) process `pid` is asleep in a futex call, as
+/// [`wait_until_blocked`] does for a thread of this process.
+pub fn wait_until_process_blocked(pid: u32) {
+    wait_until_asleep_in_futex(&format!("/proc/{pid}"), &format!("process {pid}"));
+}
+
+fn wait_until_asleep_in_futex(dir: &str, what: &str) {
+    let stat_path = format!("{dir}/stat");
+    let wchan_path = format!("{dir}/wchan");
     let start = Instant::now();
     let mut last_wchan = String::new();
     loop {
@@ -29,7 +39,7 @@ pub fn wait_until_blocked(tid: u32) {
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "thread {tid} never blocked in a futex call (last wchan {last_wchan:?})"
+            "{what} never blocked in a futex call (last wchan {last_wchan:?})"
         );
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -1,0 +1,589 @@
+//! Processes killed while they use futexkit::shared locks: at every instruction of a lock and
+//! an unlock (the child is single-stepped with ptrace, then SIGKILLed), at random points (the
+//! child is stopped with SIGSTOP at a random moment, looked at, then SIGKILLed), and while
+//! asleep. After each kill: no hang, no lost wakeup, and the death is reported to exactly one
+//! next locker if and only if the child held the lock when it died.
+//!
+//! Children are forked (the test binary is multithreaded, so each child only runs shared-lock
+//! calls and atomics, and leaves with `_exit`). Every wait for a child has a deadline far
+//! beyond any honest delay: reaching it is a hang, and fails the test.
+//!
+//! `FUTEXKIT_TEST_KILLS` scales the random-point runs (default 500 each).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futexkit::raw::BarrierError;
+use futexkit::shared::{LockError, Region, SharedMutex};
+
+/// Long enough that reaching it means a hang, not a slow machine (a TCG guest included).
+const HANG: Duration = Duration::from_secs(120);
+
+/// Counters the parent and its children share, in an anonymous shared mapping.
+#[repr(C)]
+struct Control {
+    /// Loops a child completed.
+    iterations: AtomicU64,
+    /// Deaths reported to the children that contend (OwnerDied they saw).
+    reported: AtomicU32,
+    /// Set by the parent: contending children stop.
+    stop: AtomicU32,
+    /// Children that reached their wait.
+    ready: AtomicU32,
+}
+
+fn control() -> &'static Control {
+    // SAFETY: a fresh anonymous shared mapping of one page; it is never unmapped, so the
+    // 'static reference stays valid, and a zeroed Control is a valid one (all atomics).
+    unsafe {
+        let page = libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(page, libc::MAP_FAILED);
+        &*page.cast::<Control>()
+    }
+}
+
+/// Forks a child that runs `f` and leaves with its exit code.
+fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: the child runs `f`, which only uses shared locks, atomics and raw syscalls on
+    // state initialized before the fork (see `warm_up`), then leaves with _exit, running none
+    // of the parent's destructors or atexit handlers.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = f();
+        // SAFETY: as above.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
+
+/// Initializes the process-wide state a lock call may touch (the spin policy's measurement,
+/// the probe, this thread's robust list), so that no forked child finds it half-initialized by
+/// a thread it does not have.
+fn warm_up() {
+    futexkit::spin::SpinWait::new().spin();
+    let _ = futexkit::capabilities();
+    drop(SharedMutex::new(0u8).lock());
+}
+
+/// Waits for `pid` to exit (or be killed); panics at `HANG`.
+fn reap(pid: libc::pid_t, what: &str) -> i32 {
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: our own child; a valid out-pointer.
+        let ret = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if ret == pid && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
+            return status;
+        }
+        if start.elapsed() > HANG {
+            // SAFETY: kills our own child, which hangs.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{what}: child {pid} hung");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn exited_with(status: i32, code: i32) -> bool {
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == code
+}
+
+/// Waits until `pid` has stopped (SIGSTOP, or a ptrace stop).
+fn wait_stopped(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: our own child; a valid out-pointer.
+    let ret = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    assert_eq!(ret, pid);
+    assert!(
+        libc::WIFSTOPPED(status),
+        "child {pid} did not stop: {status:#x}"
+    );
+}
+
+/// Kills a stopped (or running) child and reaps it.
+fn kill(pid: libc::pid_t) {
+    // SAFETY: our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let status = reap(pid, "kill");
+    assert!(
+        libc::WIFSIGNALED(status),
+        "child {pid} was not killed: {status:#x}"
+    );
+}
+
+/// Makes this (child) process traced by its parent and stops it: the parent steps it from here.
+/// The child takes and releases `m` once first, so that its robust list is ready (a forked
+/// child starts its own) and the steps that follow are the loop's.
+fn stop_for_tracing(m: &SharedMutex<u64>) {
+    drop(m.lock());
+    // SAFETY: PTRACE_TRACEME takes no pointers; raise stops this process for the parent.
+    unsafe {
+        assert_eq!(libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0), 0);
+        libc::raise(libc::SIGSTOP);
+    }
+}
+
+/// Single-steps the traced, stopped child `steps` instructions. A step over a system call
+/// completes when the call returns; one that sleeps for ever would be a hang.
+fn single_step(pid: libc::pid_t, steps: u64) {
+    for _ in 0..steps {
+        // SAFETY: our traced, stopped child; no pointers.
+        assert_eq!(
+            unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0) },
+            0
+        );
+        wait_stopped(pid);
+    }
+}
+
+/// The child's loop: take the lock, add 1, release, count; for ever. With `report`, a death met
+/// is counted, repaired and marked consistent (the contending child); without, it is a failure.
+fn lock_loop(m: &SharedMutex<u64>, control: &Control, report: bool) -> i32 {
+    loop {
+        let mut guard = match m.lock() {
+            Ok(guard) => guard,
+            Err(LockError::OwnerDied(mut guard)) if report => {
+                control.reported.fetch_add(1, Ordering::SeqCst);
+                guard.mark_consistent();
+                guard
+            }
+            Err(_) => return 3,
+        };
+        guard.update(|n| *n += 1);
+        drop(guard);
+        control.iterations.fetch_add(1, Ordering::SeqCst);
+        if report && control.stop.load(Ordering::SeqCst) != 0 {
+            return 0;
+        }
+    }
+}
+
+/// After a child died holding `m` or not: the next lockers see the death exactly once (counting
+/// what contending children saw), and the lock works after.
+fn check_after_death(m: &SharedMutex<u64>, held: bool, reported_by_others: u32, what: &str) {
+    let mine = match m.try_lock_for(HANG) {
+        Ok(_) => 0,
+        Err(LockError::OwnerDied(mut guard)) => {
+            guard.mark_consistent();
+            1
+        }
+        Err(other) => panic!("{what}: lock after the kill failed: {other}"),
+    };
+    assert_eq!(
+        mine + reported_by_others,
+        u32::from(held),
+        "{what}: the death was reported {} times; the child {} the lock",
+        mine + reported_by_others,
+        if held { "held" } else { "did not hold" }
+    );
+    assert!(m.try_lock().is_ok(), "{what}: the lock is not free after");
+}
+
+/// Steps per iteration of `lock_loop` in a child alone: what "every instruction" covers.
+fn steps_per_iteration(m: &SharedMutex<u64>, control: &'static Control) -> u64 {
+    control.iterations.store(0, Ordering::SeqCst);
+    let child = fork_child(|| {
+        stop_for_tracing(m);
+        lock_loop(m, control, false)
+    });
+    wait_stopped(child);
+    let mut steps = 0;
+    let mut marks = Vec::new();
+    while marks.len() < 3 {
+        single_step(child, 1);
+        steps += 1;
+        let done = control.iterations.load(Ordering::SeqCst);
+        if done as usize > marks.len() {
+            marks.push(steps);
+        }
+        assert!(steps < 1_000_000, "the child never finished an iteration");
+    }
+    kill(child);
+    marks[2] - marks[1]
+}
+
+#[test]
+fn a_holder_killed_at_every_instruction_of_lock_and_unlock_is_reported_exactly_once() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let control = control();
+    warm_up();
+    let per_iteration = steps_per_iteration(m, control);
+    let mut held_kills = 0;
+    // Every offset over two iterations' worth of steps from the stop (the first steps return
+    // from the stop itself), so that every instruction of a whole iteration, from the lock's
+    // first to past the unlock's last, is the last one some child ran: a fresh child each.
+    let offsets = 2 * per_iteration;
+    for offset in 0..offsets {
+        let child = fork_child(|| {
+            stop_for_tracing(m);
+            lock_loop(m, control, false)
+        });
+        wait_stopped(child);
+        single_step(child, offset);
+        let held = m.raw().holder() == Some(child as u32);
+        held_kills += u32::from(held);
+        kill(child);
+        check_after_death(m, held, 0, &format!("step {offset} of {offsets}"));
+    }
+    println!("{per_iteration} instructions per iteration; {offsets} kills, one after each step, {held_kills} while holding");
+    assert!(held_kills > 0 && u64::from(held_kills) < offsets);
+}
+
+#[test]
+fn a_holder_killed_at_any_instruction_beside_a_contending_process_strands_nobody() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let control = control();
+    warm_up();
+    let per_iteration = steps_per_iteration(m, control);
+    // Contended, an iteration takes the slow paths too (spins, WAITERS, sleeps, wakes):
+    // offsets over three uncontended iterations, in steps of 2.
+    let mut held_kills = 0;
+    for offset in (0..3 * per_iteration).step_by(2) {
+        control.reported.store(0, Ordering::SeqCst);
+        control.stop.store(0, Ordering::SeqCst);
+        let contender = fork_child(|| lock_loop(m, control, true));
+        let child = fork_child(|| {
+            stop_for_tracing(m);
+            lock_loop(m, control, false)
+        });
+        wait_stopped(child);
+        single_step(child, offset);
+        let held = m.raw().holder() == Some(child as u32);
+        held_kills += u32::from(held);
+        kill(child);
+        // The contender must get through: a wake lost with the child would hang it here.
+        control.stop.store(1, Ordering::SeqCst);
+        let status = reap(contender, &format!("contender at step {offset}"));
+        assert!(
+            exited_with(status, 0),
+            "contender failed at step {offset}: {status:#x}"
+        );
+        let reported = control.reported.load(Ordering::SeqCst);
+        check_after_death(m, held, reported, &format!("contended step {offset}"));
+    }
+    println!(
+        "{} kills, {held_kills} while holding",
+        (3 * per_iteration).div_ceil(2)
+    );
+}
+
+fn kills() -> u32 {
+    std::env::var("FUTEXKIT_TEST_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
+
+/// A small pseudo-random sequence (xorshift), seeded from the clock: which point a child is
+/// stopped at differs run to run.
+struct Random(u64);
+
+impl Random {
+    fn new() -> Random {
+        let seed = Instant::now().elapsed().as_nanos() as u64
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+        println!("seed {seed:#x}");
+        Random(seed | 1)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[test]
+fn holders_stopped_and_killed_at_random_points_are_reported_exactly_once() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let control = control();
+    warm_up();
+    let mut random = Random::new();
+    let mut held_kills = 0;
+    let runs = kills();
+    for run in 0..runs {
+        control.reported.store(0, Ordering::SeqCst);
+        control.stop.store(0, Ordering::SeqCst);
+        control.iterations.store(0, Ordering::SeqCst);
+        // Half the runs with a contending process, half alone.
+        let contender = (run % 2 == 0).then(|| fork_child(|| lock_loop(m, control, true)));
+        let child = fork_child(|| lock_loop(m, control, false));
+        // Let it run a while (it may not have started yet), then stop it where it is.
+        let wait = random.below(2_000);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_micros(wait) {
+            std::hint::spin_loop();
+        }
+        // SAFETY: our own child.
+        unsafe { libc::kill(child, libc::SIGSTOP) };
+        wait_stopped(child);
+        let held = m.raw().holder() == Some(child as u32);
+        held_kills += u32::from(held);
+        kill(child);
+        control.stop.store(1, Ordering::SeqCst);
+        let reported = match contender {
+            Some(contender) => {
+                let status = reap(contender, &format!("contender of run {run}"));
+                assert!(
+                    exited_with(status, 0),
+                    "contender failed in run {run}: {status:#x}"
+                );
+                control.reported.load(Ordering::SeqCst)
+            }
+            None => 0,
+        };
+        check_after_death(m, held, reported, &format!("random run {run}"));
+    }
+    println!("{runs} kills at random points, {held_kills} while holding");
+}
+
+#[test]
+fn sleepers_killed_in_lock_strand_none_of_the_others() {
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let control = control();
+    warm_up();
+    let mut random = Random::new();
+    const SLEEPERS: usize = 6;
+    for round in 0..20 {
+        control.ready.store(0, Ordering::SeqCst);
+        let guard = m.lock().unwrap();
+        // Forked one at a time, each asleep before the next: they sleep in this order, which is
+        // the order the kernel wakes them in.
+        let children: Vec<_> = (0..SLEEPERS)
+            .map(|_| {
+                let child = fork_child(|| {
+                    control.ready.fetch_add(1, Ordering::SeqCst);
+                    let mut guard = match m.try_lock_for(HANG) {
+                        Ok(guard) => guard,
+                        // A sleeper killed after it took the lock: repair and go on.
+                        Err(LockError::OwnerDied(mut guard)) => {
+                            guard.mark_consistent();
+                            guard
+                        }
+                        Err(_) => return 3,
+                    };
+                    guard.update(|n| *n += 1);
+                    0
+                });
+                futexkit_support::blocked::wait_until_process_blocked(child as u32);
+                child
+            })
+            .collect();
+        // Kill some while they sleep: the first sleeper (whom the unlock would wake) in even
+        // rounds, others at random; in odd rounds, the first survivor just after the unlock,
+        // which is the one woken (maybe not yet holding the lock, maybe holding it).
+        let mut killed = vec![false; SLEEPERS];
+        killed[0] = round % 2 == 0;
+        for slot in killed.iter_mut().skip(1) {
+            *slot = random.below(3) == 0;
+        }
+        let killed_asleep = killed.clone();
+        for (i, &child) in children.iter().enumerate() {
+            if killed[i] {
+                kill(child);
+            }
+        }
+        let before = guard.get();
+        drop(guard);
+        if round % 2 == 1 {
+            if let Some(i) = (0..SLEEPERS).find(|&i| !killed[i]) {
+                // SAFETY: our own child.
+                unsafe { libc::kill(children[i], libc::SIGKILL) };
+                killed[i] = true;
+            }
+        }
+        let mut finished = 0;
+        for (i, &child) in children.iter().enumerate() {
+            if killed_asleep[i] {
+                continue; // reaped by `kill`
+            }
+            let status = reap(child, &format!("sleeper {i} of round {round}"));
+            if !killed[i] {
+                assert!(
+                    exited_with(status, 0),
+                    "sleeper {i} failed in round {round}: {status:#x}"
+                );
+                finished += 1;
+            } else if exited_with(status, 0) {
+                finished += 1; // killed too late: it had finished
+            }
+        }
+        // Those killed after taking the lock left a death: repair it. Every one that finished
+        // added 1.
+        let mut guard = match m.try_lock_for(HANG) {
+            Ok(guard) => guard,
+            Err(LockError::OwnerDied(mut guard)) => {
+                guard.mark_consistent();
+                guard
+            }
+            Err(other) => panic!("round {round}: {other}"),
+        };
+        let after = guard.get();
+        assert!(
+            after >= before + finished,
+            "round {round}: {before} + {finished} > {after}"
+        );
+        guard.set(after);
+    }
+}
+
+#[test]
+fn condvar_waiters_killed_asleep_cost_the_others_nothing() {
+    let region = Region::builder()
+        .mutex("m", 0u64)
+        .condvar("cv")
+        .build()
+        .unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let cv = region.condvar("cv").unwrap();
+    warm_up();
+    const WAITERS: usize = 6;
+    for round in 0..10u64 {
+        let children: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                fork_child(|| {
+                    let Ok(mut guard) = m.lock() else { return 3 };
+                    while guard.get() <= round {
+                        guard = match cv.wait_timeout(guard, HANG) {
+                            Ok((guard, _)) => guard,
+                            Err(_) => return 4,
+                        };
+                    }
+                    0
+                })
+            })
+            .collect();
+        for &child in &children {
+            futexkit_support::blocked::wait_until_process_blocked(child as u32);
+        }
+        for &child in children.iter().step_by(2) {
+            kill(child);
+        }
+        m.lock().unwrap().set(round + 1);
+        // One notify_one per survivor, then their exits: none may miss its wake-up because a
+        // dead waiter had been counted.
+        for _ in 0..WAITERS / 2 {
+            cv.notify_one();
+        }
+        for &child in children.iter().skip(1).step_by(2) {
+            let status = reap(child, &format!("condvar waiter in round {round}"));
+            assert!(
+                exited_with(status, 0),
+                "condvar waiter, round {round}: {status:#x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_barrier_party_killed_breaks_the_barrier_for_the_others() {
+    let control = control();
+    warm_up();
+    let mut random = Random::new();
+    for round in 0..10 {
+        let region = Region::builder().barrier("b", 4).build().unwrap();
+        let b = region.barrier("b").unwrap();
+        control.ready.store(0, Ordering::SeqCst);
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                fork_child(|| {
+                    let Ok(me) = b.join() else { return 2 };
+                    control.ready.fetch_add(1, Ordering::SeqCst);
+                    // Rounds until the barrier breaks.
+                    loop {
+                        match me.wait_timeout(HANG) {
+                            Ok(_) => {}
+                            Err(BarrierError::Broken) => return 0,
+                            Err(_) => return 4,
+                        }
+                    }
+                })
+            })
+            .collect();
+        let start = Instant::now();
+        while control.ready.load(Ordering::SeqCst) < 4 {
+            assert!(start.elapsed() < HANG, "parties never joined");
+            std::thread::yield_now();
+        }
+        let victim = random.below(4) as usize;
+        std::thread::sleep(Duration::from_micros(random.below(3_000)));
+        kill(children[victim]);
+        for (i, &child) in children.iter().enumerate() {
+            if i != victim {
+                let status = reap(child, &format!("party {i} of round {round}"));
+                assert!(
+                    exited_with(status, 0),
+                    "party {i}, round {round}: {status:#x}"
+                );
+            }
+        }
+        assert!(b.is_broken());
+    }
+}
+
+#[test]
+fn rwlock_readers_and_writers_killed_holding_it_are_handled() {
+    let region = Region::builder().rwlock("v", 0u64).build().unwrap();
+    let v = region.rwlock::<u64>("v").unwrap();
+    let control = control();
+    warm_up();
+    drop(v.read());
+    let mut random = Random::new();
+    for run in 0..100 {
+        control.stop.store(0, Ordering::SeqCst);
+        let writer = run % 2 == 0;
+        let child = fork_child(|| loop {
+            if writer {
+                match v.write() {
+                    Ok(mut guard) => guard.update(|n| *n += 1),
+                    Err(LockError::OwnerDied(mut guard)) => guard.mark_consistent(),
+                    Err(_) => return 3,
+                }
+            } else {
+                match v.read() {
+                    Ok(_) | Err(LockError::OwnerDied(_)) => {}
+                    Err(_) => return 3,
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_micros(random.below(2_000)));
+        // SAFETY: our own child.
+        unsafe { libc::kill(child, libc::SIGSTOP) };
+        wait_stopped(child);
+        let write_held = v.raw().is_write_locked();
+        kill(child);
+        // A dead reader leaves nothing behind; a dead writer is reported, once, to the next
+        // writer (readers before it are told too).
+        match v.try_write_for(HANG) {
+            Ok(_) => assert!(
+                !write_held || !writer,
+                "run {run}: a writer's death went unreported"
+            ),
+            Err(LockError::OwnerDied(mut guard)) => {
+                assert!(
+                    writer && write_held,
+                    "run {run}: a death reported that did not happen"
+                );
+                guard.mark_consistent();
+            }
+            Err(other) => panic!("run {run}: {other}"),
+        }
+        assert!(v.try_read().is_ok(), "run {run}: readers not let back in");
+    }
+}
