@@ -587,3 +587,67 @@ fn rwlock_readers_and_writers_killed_holding_it_are_handled() {
         assert!(v.try_read().is_ok(), "run {run}: readers not let back in");
     }
 }
+
+#[test]
+fn glibc_robust_mutexes_stay_robust_beside_futexkits_in_one_thread() {
+    // A process-shared robust pthread mutex and a futexkit one, both held by a child that also
+    // locks and unlocks a private robust pthread mutex around them (glibc's list operations
+    // next to futexkit's anchors), then is killed: both deaths are reported.
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    warm_up();
+    // SAFETY: a fresh anonymous shared mapping of one page, ours.
+    let page = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    let shared = page.cast::<libc::pthread_mutex_t>();
+    // SAFETY: initializes a pthread mutex in our page with a process-shared, robust attribute.
+    unsafe {
+        let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
+        libc::pthread_mutexattr_init(&mut attr);
+        libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+        libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
+        assert_eq!(libc::pthread_mutex_init(shared, &attr), 0);
+    }
+    let shared_addr = shared as usize;
+    let child = fork_child(move || {
+        let shared = shared_addr as *mut libc::pthread_mutex_t;
+        // SAFETY: pthread calls on mutexes initialized above (the private one here).
+        unsafe {
+            let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
+            libc::pthread_mutexattr_init(&mut attr);
+            libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
+            let mut private: libc::pthread_mutex_t = core::mem::zeroed();
+            libc::pthread_mutex_init(&mut private, &attr);
+            libc::pthread_mutex_lock(&mut private);
+            libc::pthread_mutex_lock(shared);
+            let guard = m.lock();
+            libc::pthread_mutex_unlock(&mut private);
+            libc::pthread_mutex_lock(&mut private);
+            std::mem::forget(guard);
+            libc::raise(libc::SIGKILL);
+        }
+        0
+    });
+    let status = reap(child, "glibc beside futexkit");
+    assert!(libc::WIFSIGNALED(status));
+    // SAFETY: the mutex initialized above, in our mapping.
+    assert_eq!(
+        unsafe { libc::pthread_mutex_lock(shared) },
+        libc::EOWNERDEAD
+    );
+    let mut guard = m
+        .lock()
+        .err()
+        .and_then(LockError::into_guard)
+        .expect("OwnerDied");
+    guard.mark_consistent();
+}

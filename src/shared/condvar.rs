@@ -82,11 +82,14 @@ impl SharedCondvar {
             .map_err(|err| err.map_guard(|(guard, _)| guard))
     }
 
-    /// As [`wait`](Self::wait), until `timeout` passes at the latest.
+    /// As [`wait`](Self::wait), until `timeout` passes at the latest: the relock too, so that
+    /// no other process can keep this call past its deadline (unlike std's `wait_timeout`,
+    /// whose relock has no deadline).
     ///
     /// # Errors
     ///
-    /// As [`wait`](Self::wait).
+    /// As [`wait`](Self::wait); [`LockError::TimedOut`] if the mutex could not be retaken by
+    /// the deadline: the guard is gone then, and the mutex not held.
     #[allow(clippy::type_complexity)]
     pub fn wait_timeout<'a, T: Plain>(
         &self,
@@ -99,11 +102,11 @@ impl SharedCondvar {
         self.wait_deadline(guard, Some(Deadline::after(timeout)))
     }
 
-    /// As [`wait`](Self::wait), until `deadline` at the latest.
+    /// As [`wait_timeout`](Self::wait_timeout), until `deadline` at the latest.
     ///
     /// # Errors
     ///
-    /// As [`wait`](Self::wait).
+    /// As [`wait_timeout`](Self::wait_timeout).
     #[allow(clippy::type_complexity)]
     pub fn wait_until<'a, T: Plain>(
         &self,

@@ -118,12 +118,14 @@ impl RawSharedCondvar {
     }
 
     /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`
-    /// again (with no deadline, as std's `wait_timeout`). Returns how the relock went and
-    /// whether the deadline passed without a notify.
+    /// again, by `deadline` too: a peer that holds the mutex (or scribbles it) cannot keep a
+    /// timed wait past its deadline. Returns how the relock went and whether the deadline
+    /// passed without a notify.
     ///
     /// # Errors
     ///
-    /// What [`RawSharedMutex::lock`] returns when relocking; the mutex is not held then.
+    /// What [`RawSharedMutex::lock`] (or, with a deadline, [`RawSharedMutex::try_lock_until`],
+    /// so [`RawLockError::TimedOut`]) returns when relocking; the mutex is not held then.
     ///
     /// # Safety
     ///
@@ -148,6 +150,10 @@ impl RawSharedCondvar {
                 self.seq.wait(seq, deadline) == Err(Error::TimedOut)
             };
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
-        mutex.lock().map(|acquired| (acquired, timed_out))
+        let relocked = match deadline {
+            None => mutex.lock(),
+            Some(deadline) => mutex.try_lock_until(deadline),
+        };
+        relocked.map(|acquired| (acquired, timed_out))
     }
 }
