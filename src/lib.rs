@@ -72,9 +72,10 @@ pub use sync::{
     RwLockWriteGuard, WaitTimeoutResult,
 };
 
-/// The atomics the crate's primitives use: core's, or the model checker's (`futex/sys/mod.rs`).
+/// The atomics (and the fence) the crate's primitives use: core's, or the model checker's
+/// (`futex/sys/mod.rs`).
 pub(crate) mod atomic {
-    pub(crate) use crate::futex::sys::{AtomicU32, Ordering};
+    pub(crate) use crate::futex::sys::{fence, AtomicU32, Ordering};
 }
 
 /// Thread operations the primitives use: std's, or the model checker's (`futex/sys/mod.rs`).

@@ -14,7 +14,7 @@
 
 use core::ptr;
 
-pub(crate) use core::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use core::sync::atomic::{fence, AtomicU32, Ordering};
 pub(crate) use std::thread::yield_now;
 pub(crate) use std::thread_local;
 

@@ -26,6 +26,7 @@ use core::ops::Deref;
 use checker::lazy_static;
 use checker::sync::{Condvar, Mutex};
 
+pub(crate) use checker::sync::atomic::fence;
 pub(crate) use checker::thread::yield_now;
 pub(crate) use checker::thread_local;
 pub(crate) use core::sync::atomic::Ordering;
@@ -77,13 +78,16 @@ impl core::fmt::Debug for AtomicU32 {
     }
 }
 
-/// A distinct nonzero id per model thread (the ids only need to differ between threads).
+/// A distinct nonzero id per model thread, the same in every execution of a model (the
+/// checker replays executions, which must not depend on what earlier ones did): ids are
+/// handed out in the order threads first ask, from a counter made afresh per execution.
 pub(crate) fn current_tid() -> u32 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    lazy_static! {
+        static ref NEXT: checker::sync::atomic::AtomicU32 =
+            checker::sync::atomic::AtomicU32::new(1);
+    }
     thread_local! {
-        static TID: u32 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % crate::futex::pi_bits::TID_MASK
-            + 1;
+        static TID: u32 = NEXT.fetch_add(1, Ordering::Relaxed) % crate::futex::pi_bits::TID_MASK + 1;
     }
     TID.with(|tid| *tid)
 }

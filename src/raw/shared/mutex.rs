@@ -308,7 +308,7 @@ impl RawSharedMutex {
                         WAITERS
                     };
                     if word
-                        .compare_exchange(v, tid | (v & kept), Ordering::SeqCst, Ordering::Relaxed)
+                        .compare_exchange(v, tid | (v & kept), Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                     {
                         return Ok(acquired(v));
@@ -331,7 +331,7 @@ impl RawSharedMutex {
     ) -> Result<Acquired, RawLockError> {
         if self
             .word()
-            .compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
             return Ok(Acquired::Consistent);
@@ -411,7 +411,7 @@ impl RawSharedMutex {
         robust::waiting(&self.robust, |tid| {
             let word = self.word();
             loop {
-                let v = word.load(Ordering::SeqCst);
+                let v = word.load(Ordering::Acquire);
                 match owner(v) {
                     0 => {
                         if wake_all_after_death && v & OWNER_DIED != 0 && v & WAITERS != 0 {

@@ -15,9 +15,10 @@
 //! Invariants:
 //!
 //! 1. **Exclusion.** A reader takes a slot, then reads `writer`; a writer takes `writer`, then
-//!    reads every slot (all four accesses `SeqCst`). So either the reader sees the writer and
-//!    gives its slot back before it reads anything, or the writer sees the reader and waits
-//!    for its slot to be free.
+//!    reads every slot, each with a `SeqCst` fence between its take and its reads (a store,
+//!    then loads of the other side's words: Dekker's pattern, which needs the fences). So
+//!    either the reader sees the writer and gives its slot back before it reads anything, or
+//!    the writer sees the reader and waits for its slot to be free.
 //! 2. **Writers first.** A reader backs off while `writer` is held, whether its writer has the
 //!    lock or waits for readers, so a waiting writer is not starved by new readers. (A stream of
 //!    writers can starve readers; each reader waits only for one writer at a time.)
@@ -34,7 +35,7 @@
 
 use core::fmt;
 
-use crate::atomic::Ordering;
+use crate::atomic::{fence, Ordering};
 use crate::futex::robust;
 use crate::futex::Deadline;
 use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
@@ -234,7 +235,8 @@ impl RawSharedRwLock {
         loop {
             let slot = self.take_slot(first, deadline, try_only)?;
             let taken = &self.readers[slot].lock;
-            let writer = self.writer.lock.robust().word.load(Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let writer = self.writer.lock.robust().word.load(Ordering::Acquire);
             match owner(writer) {
                 0 => {
                     let acquired = if writer & crate::futex::pi_bits::OWNER_DIED != 0 {
@@ -295,9 +297,10 @@ impl RawSharedRwLock {
         } else {
             robust::acquire(writer.robust(), |tid| writer.take(tid, deadline))?
         };
+        fence(Ordering::SeqCst);
         for slot in &self.readers {
             let slot = &slot.lock;
-            let held = slot.robust().word.load(Ordering::SeqCst);
+            let held = slot.robust().word.load(Ordering::Acquire);
             if matches!(owner(held), 0 | NOT_RECOVERABLE) {
                 continue;
             }

@@ -1,0 +1,206 @@
+//! The process-shared protocols under a model checker (`--cfg loom` or `--cfg shuttle`; see
+//! `tests/model/mod.rs`): the shared mutex's exclusion and wakeups (with its `WAITERS` bit kept
+//! through takes and cleared only by a release that woke nobody), the condvar's notify against
+//! a waiter counted before its unlock, the rwlock's reader slots against the writer's word, and
+//! (shuttle only: its sleeps are sliced) the barrier's rounds. The code checked is the shipped
+//! code, robust list included (each model thread registers a head of its own, as a thread with
+//! no C library's would); deaths are not modelled (tests/shared_kill.rs kills real processes).
+#![cfg(any(loom, shuttle))]
+
+mod model;
+
+use futexkit::futex::Deadline;
+#[cfg(shuttle)]
+use futexkit::raw::RawSharedBarrier;
+use futexkit::raw::{Acquired, RawLockError, RawSharedCondvar, RawSharedMutex, RawSharedRwLock};
+use model::atomic::{AtomicUsize, Ordering};
+use model::{check, in_threads, Arc, FAR};
+
+fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
+    if cfg!(loom) {
+        loom
+    } else {
+        shuttle
+    }
+}
+
+/// Locked increments split into a load and a store; with `timed`, the odd threads lock with a
+/// (far) deadline.
+fn mutex_increments(threads: usize, increments: usize, timed: bool) {
+    let shared = Arc::new((RawSharedMutex::new(), AtomicUsize::new(0)));
+    let work = (0..threads)
+        .map(|i| {
+            Box::new(move |(raw, count): &(RawSharedMutex, AtomicUsize)| {
+                for _ in 0..increments {
+                    // The emulated futex may time a timed sleep out (both outcomes are
+                    // explored): then lock untimed, after the timed attempt left.
+                    let taken = if timed && i % 2 == 1 {
+                        match raw.try_lock_until(Deadline::after(FAR)) {
+                            Err(RawLockError::TimedOut) => raw.lock(),
+                            taken => taken,
+                        }
+                    } else {
+                        raw.lock()
+                    };
+                    assert_eq!(taken, Ok(Acquired::Consistent));
+                    let v = count.load(Ordering::Relaxed);
+                    model::thread::yield_now();
+                    count.store(v + 1, Ordering::Relaxed);
+                    // SAFETY: locked just above; `raw` outlives the call.
+                    unsafe { raw.unlock() };
+                }
+            }) as Box<dyn FnOnce(&_) + Send>
+        })
+        .collect();
+    in_threads(&shared, work);
+    let (raw, count) = &*shared;
+    assert_eq!(count.load(Ordering::Relaxed), threads * increments);
+    assert!(!raw.is_locked());
+}
+
+#[test]
+fn shared_mutex_excludes_and_wakes() {
+    let (threads, n) = sized((2, 2), (4, 3));
+    check(3, move || mutex_increments(threads, n, false));
+}
+
+#[test]
+fn shared_mutex_with_timed_lockers() {
+    let (threads, n) = sized((3, 1), (4, 2));
+    check(2, move || mutex_increments(threads, n, true));
+}
+
+#[test]
+fn shared_condvar_does_not_lose_a_notify() {
+    let waiters = if cfg!(loom) { 1 } else { 3 };
+    check(3, move || {
+        let shared = Arc::new((
+            RawSharedMutex::new(),
+            RawSharedCondvar::new(),
+            AtomicUsize::new(0),
+        ));
+        let mut work: Vec<
+            Box<dyn FnOnce(&(RawSharedMutex, RawSharedCondvar, AtomicUsize)) + Send>,
+        > = vec![Box::new(|(m, cv, flag)| {
+            m.lock().unwrap();
+            flag.store(1, Ordering::Relaxed);
+            // SAFETY: held.
+            unsafe { m.unlock() };
+            cv.notify_all();
+        })];
+        for _ in 0..waiters {
+            work.push(Box::new(|(m, cv, flag)| {
+                m.lock().unwrap();
+                while flag.load(Ordering::Relaxed) == 0 {
+                    // SAFETY: this thread holds `m`; both outlive the call.
+                    unsafe { cv.wait(m, None) }.unwrap();
+                }
+                // SAFETY: held again after the wait.
+                unsafe { m.unlock() };
+            }));
+        }
+        in_threads(&shared, work);
+    });
+}
+
+#[test]
+fn shared_condvar_notify_one_hands_turns() {
+    check(3, || {
+        let shared = Arc::new((
+            RawSharedMutex::new(),
+            RawSharedCondvar::new(),
+            AtomicUsize::new(0),
+        ));
+        let turns = |mine: usize| {
+            Box::new(
+                move |(m, cv, turn): &(RawSharedMutex, RawSharedCondvar, AtomicUsize)| {
+                    m.lock().unwrap();
+                    loop {
+                        let t = turn.load(Ordering::Relaxed);
+                        if t >= 3 {
+                            break;
+                        }
+                        if t % 2 == mine {
+                            turn.store(t + 1, Ordering::Relaxed);
+                            cv.notify_one();
+                        } else {
+                            // SAFETY: this thread holds `m`.
+                            match unsafe { cv.wait(m, Some(Deadline::after(FAR))) } {
+                                Ok(_) => {}
+                                // The emulated futex timed the relock out: relock untimed.
+                                Err(RawLockError::TimedOut) => {
+                                    m.lock().unwrap();
+                                }
+                                Err(err) => panic!("{err}"),
+                            }
+                        }
+                    }
+                    // SAFETY: held.
+                    unsafe { m.unlock() };
+                },
+            ) as Box<dyn FnOnce(&_) + Send>
+        };
+        in_threads(&shared, vec![turns(0), turns(1)]);
+    });
+}
+
+#[test]
+fn shared_rwlock_readers_never_see_a_write_in_progress() {
+    let (readers, writers) = sized((1, 1), (3, 2));
+    check(2, move || {
+        let shared = Arc::new((
+            RawSharedRwLock::new(),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        ));
+        let mut work: Vec<Box<dyn FnOnce(&(RawSharedRwLock, AtomicUsize, AtomicUsize)) + Send>> =
+            Vec::new();
+        for _ in 0..writers {
+            work.push(Box::new(|(lock, a, b)| {
+                lock.write().unwrap();
+                a.fetch_add(1, Ordering::Relaxed);
+                model::thread::yield_now();
+                b.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: this thread holds the write lock.
+                unsafe { lock.write_unlock() };
+            }));
+        }
+        for _ in 0..readers {
+            work.push(Box::new(|(lock, a, b)| {
+                let (slot, _) = lock.read().unwrap();
+                assert_eq!(a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
+                // SAFETY: this thread holds that read lock.
+                unsafe { lock.read_unlock(slot) };
+            }));
+        }
+        in_threads(&shared, work);
+        let (lock, a, _) = &*shared;
+        assert_eq!(a.load(Ordering::Relaxed), writers);
+        assert!(!lock.is_write_locked());
+    });
+}
+
+#[test]
+#[cfg(shuttle)]
+fn shared_barrier_rounds_have_one_leader() {
+    check(2, || {
+        const PARTIES: usize = 3;
+        const ROUNDS: usize = 2;
+        let shared = Arc::new((RawSharedBarrier::new(PARTIES), AtomicUsize::new(0)));
+        let work = (0..PARTIES)
+            .map(|_| {
+                Box::new(|(barrier, leaders): &(RawSharedBarrier, AtomicUsize)| {
+                    let party = barrier.join().unwrap();
+                    for _ in 0..ROUNDS {
+                        // SAFETY: this thread joined as `party`.
+                        if unsafe { barrier.wait(party, Some(Deadline::after(FAR))) }.unwrap() {
+                            leaders.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }) as Box<dyn FnOnce(&_) + Send>
+            })
+            .collect();
+        in_threads(&shared, work);
+        assert_eq!(shared.1.load(Ordering::Relaxed), ROUNDS);
+    });
+}
