@@ -652,3 +652,52 @@ fn glibc_robust_mutexes_stay_robust_beside_futexkits_in_one_thread() {
         .expect("OwnerDied");
     guard.mark_consistent();
 }
+
+#[test]
+fn contention_beyond_the_cpus_loses_no_wakeup() {
+    // Four contending processes per CPU, and a busy thread on every CPU: releases, wakes and
+    // takes are preempted at every point, which is where a wakeup gets lost if one can be (a
+    // release that cleared WAITERS after a wake that found nobody hung here within seconds).
+    let control = control();
+    warm_up();
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let busy_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..cpus)
+        .map(|_| {
+            let done = std::sync::Arc::clone(&busy_done);
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for round in 0..50 {
+        let region = Region::builder().mutex("m", 0u64).build().unwrap();
+        let m = region.mutex::<u64>("m").unwrap();
+        control.stop.store(0, Ordering::SeqCst);
+        let children: Vec<_> = (0..4 * cpus)
+            .map(|_| {
+                fork_child(|| {
+                    while control.stop.load(Ordering::Relaxed) == 0 {
+                        match m.lock() {
+                            Ok(mut guard) => guard.update(|n| *n += 1),
+                            Err(_) => return 3,
+                        }
+                    }
+                    0
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(30));
+        control.stop.store(1, Ordering::SeqCst);
+        for child in children {
+            let status = reap(child, &format!("contender in round {round}"));
+            assert!(exited_with(status, 0), "round {round}: {status:#x}");
+        }
+    }
+    busy_done.store(true, Ordering::Relaxed);
+    for thread in busy {
+        thread.join().unwrap();
+    }
+}

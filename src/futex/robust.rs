@@ -75,8 +75,10 @@ pub(crate) const WORD_BEFORE_ENTRY: usize = 32;
 pub(crate) struct RobustWord {
     /// The lock word.
     pub(crate) word: Futex<Shared>,
+    /// Threads counted as about to sleep on the word, or asleep (the lock protocol's).
+    pub(crate) sleepers: crate::atomic::AtomicU32,
     /// Zeros: room for later use, and what puts `next` at `WORD_BEFORE_ENTRY`.
-    reserved: [u32; 7],
+    reserved: [u32; 6],
     /// The entry: the address of the next entry (a separator), written by the owning thread
     /// when it links the word. Read by the kernel only.
     next: AtomicUsize,
@@ -95,7 +97,8 @@ impl RobustWord {
         pub(crate) const fn new(value: u32) -> RobustWord {
             RobustWord {
                 word: Futex::shared(value),
-                reserved: [0; 7],
+                sleepers: crate::atomic::AtomicU32::new(0),
+                reserved: [0; 6],
                 next: AtomicUsize::new(0),
             }
         }

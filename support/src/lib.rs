@@ -28,3 +28,5 @@ pub mod pingpong;
 pub mod report;
 #[cfg(not(any(loom, shuttle)))]
 pub mod rwlock;
+#[cfg(not(any(loom, shuttle)))]
+pub mod shared;

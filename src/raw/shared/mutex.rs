@@ -3,31 +3,39 @@
 //!
 //! ## State
 //!
-//! [`RawSharedMutex`] is one 32-bit futex word in shared memory, followed by the robust-list
-//! entry the kernel reads when a holder dies:
+//! [`RawSharedMutex`] is one 32-bit futex word in shared memory, a count of sleepers beside
+//! it, and the robust-list entry the kernel reads when a holder dies:
 //!
-//! | bits | meaning | set by | cleared by |
-//! |------|---------|--------|------------|
-//! | 0-29 `owner` | the holder's thread id; 0: free; `NOT_RECOVERABLE` (all ones, an id no thread has): never lockable again | a locker's CAS from free | the holder's unlock; the kernel, when the holder dies |
-//! | 31 `WAITERS` | a thread may sleep on the word | a waiter, before it sleeps | an unlock whose wake found no sleeper, while the word is free |
-//! | 30 `OWNER_DIED` | a holder died holding the lock: the data may be inconsistent | the kernel, as the holder dies | [`mark_consistent`](RawSharedMutex::mark_consistent); an unlock without it makes the word `NOT_RECOVERABLE` |
+//! | field | meaning | set by | cleared by |
+//! |-------|---------|--------|------------|
+//! | word bits 0-29 `owner` | the holder's thread id; 0: free; `NOT_RECOVERABLE` (all ones, an id no thread has): never lockable again | a locker's CAS from free | the holder's unlock; the kernel, when the holder dies |
+//! | word bit 31 `WAITERS` | a thread may sleep on the word | a waiter, before it sleeps | a *holder* that finds no sleeper counted (never a release) |
+//! | word bit 30 `OWNER_DIED` | a holder died holding the lock: the data may be inconsistent | the kernel, as the holder dies | [`mark_consistent`](RawSharedMutex::mark_consistent); an unlock without it makes the word `NOT_RECOVERABLE` |
+//! | `sleepers` | threads counted as about to sleep on the word or asleep | a waiter adds 1 before it sets `WAITERS` | the waiter takes it back when its sleep ends |
 //!
 //! Invariants:
 //!
-//! 1. **No lost wakeup.** A thread sleeps only on a value with `WAITERS` set. `WAITERS`, once
-//!    set, stays set through every take and release; only an unlock whose wake found nobody
-//!    asleep clears it, by a CAS from exactly `WAITERS` (free, no holder, no death), which
-//!    fails if anyone took the lock or set the bit meanwhile. So every release of a word that
-//!    sleepers may wait on wakes one, and the thread that takes it next keeps `WAITERS`, so its
-//!    release wakes the next.
+//! 1. **No lost wakeup.** A thread sleeps only on a value with `WAITERS` set, and `WAITERS`
+//!    stays set while it sleeps: takes, releases and the kernel keep the bit, and the one
+//!    thing that clears it is the holder, after a take, when it counts no sleeper. That clear
+//!    is a double check (read `sleepers` with a read-modify-write, clear the bit, read again,
+//!    set it back if a sleeper came), and a waiter counts itself before it sets the bit and
+//!    sleeps (so before the kernel compares the word): either the holder sees the waiter
+//!    counted and keeps the bit, or the waiter's sleep sees the cleared word and returns, and
+//!    the waiter sets the bit itself before it sleeps again. Every release of a word with
+//!    `WAITERS` wakes a sleeper, so every sleeper is woken by some release (or by the kernel).
+//!    A release never clears the bit: a clear after a wake that found nobody would race with
+//!    sleepers of a later holder (the word can read `WAITERS` again by then).
 //! 2. **Deaths.** Every operation runs with the word named as the thread's robust operation under
 //!    way, and a held word is linked in the thread's robust list (`robust.rs`). So whenever a
 //!    thread dies: if its id is in the word, the kernel sets `OWNER_DIED` (keeping `WAITERS`,
 //!    clearing the id) and wakes one waiter if `WAITERS` was set; if the word is free and the
 //!    thread was in an operation on it (a release before its wake, a woken waiter before it took
 //!    the lock), the kernel wakes one waiter. A woken waiter that dies before it took the lock
-//!    while another thread holds it strands nobody: `WAITERS` is still set (invariant 1), so that
-//!    holder's release wakes the next.
+//!    while another thread holds it strands nobody: it is still counted, so `WAITERS` is still
+//!    set (invariant 1) and that holder's release wakes the next. A waiter that dies counted
+//!    leaves `sleepers` one too high for good: `WAITERS` then stays set, and every release
+//!    makes a wake system call that finds nobody (a cost, not a lost wakeup).
 //! 3. **A death is reported once per inconsistency.** The thread that takes a word with
 //!    `OWNER_DIED` set gets [`Acquired::OwnerDied`] and keeps the bit while it holds the lock,
 //!    so if it dies too, the next one is told again. [`mark_consistent`](RawSharedMutex::mark_consistent)
@@ -38,22 +46,20 @@
 //! ## Transitions
 //!
 //! * **lock**: free → this thread's id, keeping `WAITERS` and `OWNER_DIED`, by one CAS (the
-//!   first one blind, from 0). Else, while the word is held without `WAITERS`, spin
-//!   ([`SpinWait`]); then set `WAITERS` and sleep on what the word holds. A woken thread looks
-//!   again before it minds its deadline, so a wake it was given is never dropped while the lock
-//!   is free.
+//!   first one blind, from 0); a take that kept `WAITERS` then clears it if no sleeper is
+//!   counted (invariant 1). Else, while the word is held without `WAITERS`, spin
+//!   ([`SpinWait`]); then count itself, set `WAITERS` and sleep on what the word holds,
+//!   uncounting itself when the sleep ends. A woken thread looks again before it minds its
+//!   deadline, so a wake it was given is never dropped while the lock is free.
 //! * **unlock**: with `OWNER_DIED` set, store `NOT_RECOVERABLE` and wake all. Else clear the
-//!   owner keeping `WAITERS` (one `fetch_and`); if `WAITERS` was set, wake one and, if nobody
-//!   was asleep, clear `WAITERS` by a CAS from exactly `WAITERS`. A thread that took the word
-//!   and leaves without touching the data (a look, a writer giving up) releases it keeping
-//!   `OWNER_DIED` too.
+//!   owner keeping `WAITERS` (one `fetch_and`), and wake one sleeper if `WAITERS` was set. A
+//!   thread that took the word and leaves without touching the data (a look, a writer giving
+//!   up) releases it keeping `OWNER_DIED` too.
 //!
-//! The unlock touches the word after releasing it (the CAS that clears `WAITERS`), so the
-//! memory must stay mapped until the unlock returns, even though another thread may hold the
-//! lock by then: a region's mapping does (it outlives every guard borrowed from it).
-//! Everything is atomic and every loop that another process could keep going by changing the
-//! word checks the deadline, so a peer that scribbles the word can make calls fail or wait, but
-//! a timed call returns by its deadline.
+//! After the release, the unlock touches the word only by address (the wake), which is harmless
+//! should the memory be gone by then. Everything is atomic, and every loop that another
+//! process could keep going by changing the word checks the deadline, so a peer that scribbles
+//! the word can make calls fail or wait, but a timed call returns by its deadline.
 
 use core::fmt;
 use std::time::Duration;
@@ -249,8 +255,8 @@ impl RawSharedMutex {
     ///
     /// # Safety
     ///
-    /// The memory must stay mapped until this call returns (another thread may have taken the
-    /// lock by then).
+    /// The memory must stay mapped until this call returns. (After the release, the word is
+    /// touched by address only, so another thread may take the lock and let it go meanwhile.)
     pub unsafe fn unlock(&self) {
         robust::release(&self.robust, |_| self.release(1));
     }
@@ -311,6 +317,9 @@ impl RawSharedMutex {
                         .compare_exchange(v, tid | (v & kept), Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                     {
+                        if v & WAITERS != 0 {
+                            self.clear_waiters_if_none();
+                        }
                         return Ok(acquired(v));
                     }
                 }
@@ -376,25 +385,46 @@ impl RawSharedMutex {
         }
     }
 
-    /// Sleeps while the word holds `seen` (a held value), after setting `WAITERS` in it. Returns
-    /// when woken, or at once if the word changed; `Err` at the deadline.
+    /// Sleeps while the word holds `seen` (a held value), counted in `sleepers` and after
+    /// setting `WAITERS` in it. Returns when woken, or at once if the word changed; `Err` at the
+    /// deadline.
     fn sleep_while(&self, seen: u32, deadline: Option<Deadline>) -> Result<(), RawLockError> {
         if deadline.is_some_and(|d| d.has_passed()) {
             return Err(RawLockError::TimedOut);
         }
         let word = self.word();
+        let sleepers = &self.robust.sleepers;
+        // Counted before anything of the word is read again (invariant 1).
+        sleepers.fetch_add(1, Ordering::AcqRel);
         let sleep_on = seen | WAITERS;
-        if seen != sleep_on
+        let slept = if seen != sleep_on
             && word
                 .compare_exchange(seen, sleep_on, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
         {
-            return Ok(());
-        }
-        match word.wait(sleep_on, deadline) {
+            Ok(())
+        } else {
+            word.wait(sleep_on, deadline)
+        };
+        sleepers.fetch_sub(1, Ordering::AcqRel);
+        match slept {
             Ok(()) | Err(Error::ValueChanged) => Ok(()),
             Err(Error::TimedOut) => Err(RawLockError::TimedOut),
             Err(err) => Err(RawLockError::Futex(err)),
+        }
+    }
+
+    /// After a take that kept `WAITERS`, by the new holder: clears the bit if no thread is
+    /// counted as about to sleep, and sets it back should one have come meanwhile (invariant
+    /// 1). Read-modify-writes on `sleepers`, so that they are ordered with the waiters' adds.
+    fn clear_waiters_if_none(&self) {
+        let sleepers = &self.robust.sleepers;
+        if sleepers.fetch_add(0, Ordering::AcqRel) == 0 {
+            let word = self.word();
+            word.fetch_and(!WAITERS, Ordering::Relaxed);
+            if sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
+                word.fetch_or(WAITERS, Ordering::Relaxed);
+            }
         }
     }
 
@@ -432,10 +462,11 @@ impl RawSharedMutex {
     /// recoverable).
     pub(crate) fn release(&self, wake: u32) {
         let word = self.word();
+        let addr = word.as_ptr();
         if word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
             let before = word.swap(NOT_RECOVERABLE, Ordering::Release);
             if before & WAITERS != 0 {
-                let _ = Futex::wake_at(word.as_ptr(), i32::MAX as u32);
+                let _ = Futex::wake_at(addr, i32::MAX as u32);
             }
             return;
         }
@@ -449,12 +480,13 @@ impl RawSharedMutex {
     }
 
     /// Clears the owner (and every bit but `WAITERS` and `keep`), then wakes up to `wake`
-    /// sleepers if `WAITERS` was set, clearing it if nobody was asleep (invariant 1).
+    /// sleepers if `WAITERS` was set. From the release on, the word is touched by address only.
     fn release_keeping(&self, keep: u32, wake: u32) {
         let word = self.word();
+        let addr = word.as_ptr();
         let before = word.fetch_and(WAITERS | keep, Ordering::Release);
-        if before & WAITERS != 0 && Futex::wake_at(word.as_ptr(), wake) == Ok(0) {
-            let _ = word.compare_exchange(WAITERS, 0, Ordering::Relaxed, Ordering::Relaxed);
+        if before & WAITERS != 0 {
+            let _ = Futex::wake_at(addr, wake);
         }
     }
 }
