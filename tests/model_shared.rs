@@ -204,11 +204,3 @@ fn shared_barrier_rounds_have_one_leader() {
         assert_eq!(shared.1.load(Ordering::Relaxed), ROUNDS);
     });
 }
-
-/// Four lockers, once each: enough for a release whose wake found nobody to be overtaken, before
-/// anything else it does, by a take, two sleepers and a release that wakes one of them (the
-/// interleaving in which clearing `WAITERS` after a release would strand the other).
-#[test]
-fn shared_mutex_four_lockers_once_each() {
-    model::check_scaled(2, 10, || mutex_increments(4, 1, false));
-}

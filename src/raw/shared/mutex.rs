@@ -9,33 +9,33 @@
 //! | field | meaning | set by | cleared by |
 //! |-------|---------|--------|------------|
 //! | word bits 0-29 `owner` | the holder's thread id; 0: free; `NOT_RECOVERABLE` (all ones, an id no thread has): never lockable again | a locker's CAS from free | the holder's unlock; the kernel, when the holder dies |
-//! | word bit 31 `WAITERS` | a thread may sleep on the word | a waiter, before it sleeps | a *holder* that finds no sleeper counted (never a release) |
+//! | word bit 31 `WAITERS` | threads may sleep on the word: its release must wake one | a waiter, before it sleeps; a take, in its CAS, while sleepers are counted | every release (which then wakes one) |
 //! | word bit 30 `OWNER_DIED` | a holder died holding the lock: the data may be inconsistent | the kernel, as the holder dies | [`mark_consistent`](RawSharedMutex::mark_consistent); an unlock without it makes the word `NOT_RECOVERABLE` |
 //! | `sleepers` | threads counted as about to sleep on the word or asleep | a waiter adds 1 before it sets `WAITERS` | the waiter takes it back when its sleep ends |
 //!
 //! Invariants:
 //!
-//! 1. **No lost wakeup.** A thread sleeps only on a value with `WAITERS` set, and `WAITERS`
-//!    stays set while it sleeps: takes, releases and the kernel keep the bit, and the one
-//!    thing that clears it is the holder, after a take, when it counts no sleeper. That clear
-//!    is a double check (read `sleepers` with a read-modify-write, clear the bit, read again,
-//!    set it back if a sleeper came), and a waiter counts itself before it sets the bit and
-//!    sleeps (so before the kernel compares the word): either the holder sees the waiter
-//!    counted and keeps the bit, or the waiter's sleep sees the cleared word and returns, and
-//!    the waiter sets the bit itself before it sleeps again. Every release of a word with
-//!    `WAITERS` wakes a sleeper, so every sleeper is woken by some release (or by the kernel).
-//!    A release never clears the bit: a clear after a wake that found nobody would race with
-//!    sleepers of a later holder (the word can read `WAITERS` again by then).
+//! 1. **No lost wakeup.** A thread sleeps only on a value with `WAITERS` set, and every
+//!    release of such a value wakes one sleeper. A release clears the bit (as glibc's does), so
+//!    it must be set again while sleepers remain: a waiter counts itself, then sets the bit
+//!    with a read-modify-write of the word; and every take reads the word (acquire), then the
+//!    count, and sets the bit in the very CAS that takes the word if anyone is counted. A take
+//!    that follows a release that followed a waiter's read-modify-write synchronizes with it,
+//!    so it sees that waiter counted (until its sleep ended); a waiter that comes after the
+//!    take sets the bit itself. So while a thread sleeps on the word, every holder's word
+//!    carries `WAITERS` by the time it releases, and that release wakes one.
 //! 2. **Deaths.** Every operation runs with the word named as the thread's robust operation under
 //!    way, and a held word is linked in the thread's robust list (`robust.rs`). So whenever a
 //!    thread dies: if its id is in the word, the kernel sets `OWNER_DIED` (keeping `WAITERS`,
 //!    clearing the id) and wakes one waiter if `WAITERS` was set; if the word is free and the
 //!    thread was in an operation on it (a release before its wake, a woken waiter before it took
 //!    the lock), the kernel wakes one waiter. A woken waiter that dies before it took the lock
-//!    while another thread holds it strands nobody: it is still counted, so `WAITERS` is still
-//!    set (invariant 1) and that holder's release wakes the next. A waiter that dies counted
-//!    leaves `sleepers` one too high for good: `WAITERS` then stays set, and every release
-//!    makes a wake system call that finds nobody (a cost, not a lost wakeup).
+//!    while another thread holds it strands nobody: that holder took the word with `WAITERS`,
+//!    as the sleepers left (and the dead one) are counted, and its release wakes the next. A
+//!    waiter that dies counted leaves `sleepers` one too high for good: every take then sets
+//!    `WAITERS` and every release makes a wake system call (a cost, not a lost wakeup). Since
+//!    a take sets the bit in its CAS, a holder that dies at any instruction leaves the kernel a
+//!    word with `WAITERS` whenever sleepers were counted.
 //! 3. **A death is reported once per inconsistency.** The thread that takes a word with
 //!    `OWNER_DIED` set gets [`Acquired::OwnerDied`] and keeps the bit while it holds the lock,
 //!    so if it dies too, the next one is told again. [`mark_consistent`](RawSharedMutex::mark_consistent)
@@ -45,16 +45,15 @@
 //!
 //! ## Transitions
 //!
-//! * **lock**: free → this thread's id, keeping `WAITERS` and `OWNER_DIED`, by one CAS (the
-//!   first one blind, from 0); a take that kept `WAITERS` then clears it if no sleeper is
-//!   counted (invariant 1). Else, while the word is held without `WAITERS`, spin
-//!   ([`SpinWait`]); then count itself, set `WAITERS` and sleep on what the word holds,
-//!   uncounting itself when the sleep ends. A woken thread looks again before it minds its
-//!   deadline, so a wake it was given is never dropped while the lock is free.
+//! * **lock**: free → this thread's id, keeping `OWNER_DIED`, with `WAITERS` if sleepers are
+//!   counted, by one CAS. Else, while the word is held without `WAITERS`, spin
+//!   ([`SpinWait`]); then count itself, set `WAITERS` and, if the word is still held, sleep on
+//!   what it holds, uncounting itself when the sleep ends. A woken thread looks again before
+//!   it minds its deadline, so a wake it was given is never dropped while the lock is free.
 //! * **unlock**: with `OWNER_DIED` set, store `NOT_RECOVERABLE` and wake all. Else clear the
-//!   owner keeping `WAITERS` (one `fetch_and`), and wake one sleeper if `WAITERS` was set. A
+//!   owner and `WAITERS` (one `fetch_and`), and wake one sleeper if `WAITERS` was set. A
 //!   thread that took the word and leaves without touching the data (a look, a writer giving
-//!   up) releases it keeping `OWNER_DIED` too.
+//!   up) releases it keeping `OWNER_DIED`.
 //!
 //! After the release, the unlock touches the word only by address (the wake), which is harmless
 //! should the memory be gone by then. Everything is atomic, and every loop that another
@@ -304,22 +303,16 @@ impl RawSharedMutex {
         keep_owner_died: bool,
     ) -> Result<Acquired, RawLockError> {
         let word = self.word();
+        let kept = if keep_owner_died { OWNER_DIED } else { 0 };
         for _ in 0..16 {
-            let v = word.load(Ordering::Relaxed);
+            let v = word.load(Ordering::Acquire);
             match owner(v) {
                 0 => {
-                    let kept = if keep_owner_died {
-                        WAITERS | OWNER_DIED
-                    } else {
-                        WAITERS
-                    };
+                    let taken = tid | (v & kept) | self.waiters_bit();
                     if word
-                        .compare_exchange(v, tid | (v & kept), Ordering::Acquire, Ordering::Relaxed)
+                        .compare_exchange(v, taken, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                     {
-                        if v & WAITERS != 0 {
-                            self.clear_waiters_if_none();
-                        }
                         return Ok(acquired(v));
                     }
                 }
@@ -331,6 +324,18 @@ impl RawSharedMutex {
         Err(RawLockError::WouldBlock)
     }
 
+    /// `WAITERS` if threads are counted as sleeping on the word, for a take to set: read after
+    /// the word (with acquire), so that a sleeper counted before any release this take follows
+    /// is seen (invariant 1).
+    #[inline]
+    fn waiters_bit(&self) -> u32 {
+        if self.robust.sleepers.load(Ordering::Relaxed) != 0 {
+            WAITERS
+        } else {
+            0
+        }
+    }
+
     /// The lock's protocol, once the word is named as this thread's operation under way.
     #[inline]
     pub(crate) fn take(
@@ -338,10 +343,11 @@ impl RawSharedMutex {
         tid: u32,
         deadline: Option<Deadline>,
     ) -> Result<Acquired, RawLockError> {
-        if self
-            .word()
-            .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        let word = self.word();
+        if word.load(Ordering::Acquire) == 0
+            && word
+                .compare_exchange(0, tid | self.waiters_bit(), Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
         {
             return Ok(Acquired::Consistent);
         }
@@ -372,7 +378,7 @@ impl RawSharedMutex {
                     if v & WAITERS == 0 && spin.spin() {
                         continue;
                     }
-                    self.sleep_while(v, deadline)?;
+                    self.sleep_while_held(deadline)?;
                     spin = SpinWait::new();
                     continue;
                 }
@@ -385,46 +391,27 @@ impl RawSharedMutex {
         }
     }
 
-    /// Sleeps while the word holds `seen` (a held value), counted in `sleepers` and after
-    /// setting `WAITERS` in it. Returns when woken, or at once if the word changed; `Err` at the
-    /// deadline.
-    fn sleep_while(&self, seen: u32, deadline: Option<Deadline>) -> Result<(), RawLockError> {
+    /// Counts this thread in `sleepers`, sets `WAITERS` in the word and, if the word is still
+    /// held, sleeps on what it holds; uncounts itself when the sleep ends. Returns when woken,
+    /// or at once if the word changed or is free; `Err` at the deadline.
+    fn sleep_while_held(&self, deadline: Option<Deadline>) -> Result<(), RawLockError> {
         if deadline.is_some_and(|d| d.has_passed()) {
             return Err(RawLockError::TimedOut);
         }
         let word = self.word();
         let sleepers = &self.robust.sleepers;
-        // Counted before anything of the word is read again (invariant 1).
+        // Counted first, then announced with a read-modify-write of the word (invariant 1).
         sleepers.fetch_add(1, Ordering::AcqRel);
-        let sleep_on = seen | WAITERS;
-        let slept = if seen != sleep_on
-            && word
-                .compare_exchange(seen, sleep_on, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            Ok(())
-        } else {
-            word.wait(sleep_on, deadline)
+        let before = word.fetch_or(WAITERS, Ordering::AcqRel);
+        let slept = match owner(before) {
+            0 | NOT_RECOVERABLE => Ok(()),
+            _ => word.wait(before | WAITERS, deadline),
         };
         sleepers.fetch_sub(1, Ordering::AcqRel);
         match slept {
             Ok(()) | Err(Error::ValueChanged) => Ok(()),
             Err(Error::TimedOut) => Err(RawLockError::TimedOut),
             Err(err) => Err(RawLockError::Futex(err)),
-        }
-    }
-
-    /// After a take that kept `WAITERS`, by the new holder: clears the bit if no thread is
-    /// counted as about to sleep, and sets it back should one have come meanwhile (invariant
-    /// 1). Read-modify-writes on `sleepers`, so that they are ordered with the waiters' adds.
-    fn clear_waiters_if_none(&self) {
-        let sleepers = &self.robust.sleepers;
-        if sleepers.fetch_add(0, Ordering::AcqRel) == 0 {
-            let word = self.word();
-            word.fetch_and(!WAITERS, Ordering::Relaxed);
-            if sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
-                word.fetch_or(WAITERS, Ordering::Relaxed);
-            }
         }
     }
 
@@ -451,7 +438,7 @@ impl RawSharedMutex {
                     }
                     NOT_RECOVERABLE => return Ok(()),
                     o if o == tid => return Err(RawLockError::WouldDeadlock),
-                    _ => self.sleep_while(v, deadline)?,
+                    _ => self.sleep_while_held(deadline)?,
                 }
             }
         })
@@ -479,12 +466,12 @@ impl RawSharedMutex {
         self.release_keeping(OWNER_DIED, wake);
     }
 
-    /// Clears the owner (and every bit but `WAITERS` and `keep`), then wakes up to `wake`
-    /// sleepers if `WAITERS` was set. From the release on, the word is touched by address only.
+    /// Clears the owner and `WAITERS` (every bit but `keep`), then wakes up to `wake` sleepers
+    /// if `WAITERS` was set. From the release on, the word is touched by address only.
     fn release_keeping(&self, keep: u32, wake: u32) {
         let word = self.word();
         let addr = word.as_ptr();
-        let before = word.fetch_and(WAITERS | keep, Ordering::Release);
+        let before = word.fetch_and(keep, Ordering::Release);
         if before & WAITERS != 0 {
             let _ = Futex::wake_at(addr, wake);
         }
