@@ -874,3 +874,61 @@ fn locks_in_memory_the_caller_mapped_work_across_fork() {
     // SAFETY: unmaps our own mapping; nothing uses it any more.
     unsafe { libc::munmap(page, 4096) };
 }
+
+#[test]
+fn a_writer_waiting_for_a_slot_passes_on_the_wake_a_reader_needed() {
+    // Every reader slot taken; a writer waits for slot 0 (the first it looks at); then a reader
+    // whose first choice is slot 0 finds every slot taken and waits for slot 0 too. Freeing the
+    // slots wakes the writer first, which does not take slot 0: it must pass the wake on, or
+    // that reader sleeps although the slot is free.
+    let region = Region::builder().rwlock("v", 0u64).build().unwrap();
+    let v = region.rwlock::<u64>("v").unwrap();
+    std::thread::scope(|s| {
+        let mut releases = Vec::new();
+        for _ in 0..READER_SLOTS {
+            let (held_tx, held_rx) = std::sync::mpsc::channel();
+            let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+            s.spawn(move || {
+                let guard = v.read().unwrap();
+                held_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                drop(guard);
+            });
+            held_rx.recv().unwrap();
+            releases.push(release_tx);
+        }
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let writer = s.spawn(move || {
+            tid_tx.send(futexkit_support::blocked::gettid()).unwrap();
+            v.try_write_for(HANG).map(|mut g| g.set(1)).is_ok()
+        });
+        futexkit_support::blocked::wait_until_blocked(tid_rx.recv().unwrap());
+        // A reader thread whose id makes slot 0 its first choice: spawn until one comes.
+        let late_reader = loop {
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+            let candidate = s.spawn(move || {
+                tid_tx.send(futexkit_support::blocked::gettid()).unwrap();
+                // Long enough for any wake-up; reaching it means the wake was lost.
+                go_rx.recv().unwrap() && v.try_read_for(Duration::from_secs(10)).is_ok()
+            });
+            let tid = tid_rx.recv().unwrap();
+            let picked = tid as usize % READER_SLOTS == 0;
+            go_tx.send(picked).unwrap();
+            if picked {
+                futexkit_support::blocked::wait_until_blocked(tid);
+                break candidate;
+            }
+            candidate.join().unwrap();
+        };
+        for release in releases {
+            release.send(()).unwrap();
+        }
+        assert!(writer.join().unwrap(), "the writer got the lock");
+        assert!(
+            late_reader.join().unwrap(),
+            "the reader waiting for slot 0 was never woken"
+        );
+    });
+    assert_eq!(v.read().unwrap().get(), 1);
+}

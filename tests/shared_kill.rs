@@ -701,3 +701,212 @@ fn contention_beyond_the_cpus_loses_no_wakeup() {
         thread.join().unwrap();
     }
 }
+
+/// Makes this (child) process traced by its parent and stops it, holding whatever it holds.
+fn trace_me() {
+    // SAFETY: PTRACE_TRACEME takes no pointers; raise stops this process for the parent.
+    unsafe {
+        assert_eq!(libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0), 0);
+        libc::raise(libc::SIGSTOP);
+    }
+}
+
+/// Steps a traced child until it exits: how many instructions it ran from its stop.
+fn steps_to_exit(pid: libc::pid_t) -> u64 {
+    let mut steps = 0;
+    loop {
+        // SAFETY: our traced, stopped child; no pointers.
+        assert_eq!(
+            unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0) },
+            0
+        );
+        let mut status = 0;
+        // SAFETY: our child; a valid out-pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            return steps;
+        }
+        steps += 1;
+        assert!(steps < 1_000_000, "the child never exited");
+    }
+}
+
+/// Kills `make_child()`'s child after each instruction from its stop to its exit, with
+/// `sleepers` processes asleep in `sleep()` (each exits 0 when its call returns as it may);
+/// every sleeper must come back.
+fn kill_at_every_step(
+    what: &str,
+    sleepers: usize,
+    mut make_child: impl FnMut() -> (libc::pid_t, Box<dyn Fn() -> i32>),
+) {
+    let (probe, _) = make_child();
+    wait_stopped(probe);
+    let steps = steps_to_exit(probe);
+    for offset in 0..steps {
+        let (child, sleep) = make_child();
+        wait_stopped(child);
+        let sleepers: Vec<_> = (0..sleepers)
+            .map(|_| {
+                let sleeper = fork_child(&*sleep);
+                futexkit_support::blocked::wait_until_process_blocked(sleeper as u32);
+                sleeper
+            })
+            .collect();
+        single_step(child, offset);
+        kill(child);
+        for sleeper in sleepers {
+            let status = reap(
+                sleeper,
+                &format!("{what}: a sleeper, step {offset} of {steps}"),
+            );
+            assert!(exited_with(status, 0), "{what}, step {offset}: {status:#x}");
+        }
+    }
+    println!("{what}: {steps} kills, one after each step");
+}
+
+#[test]
+fn a_release_as_not_recoverable_killed_at_every_step_strands_no_sleeper() {
+    warm_up();
+    kill_at_every_step("not-recoverable release", 2, || {
+        let region = Box::leak(Box::new(
+            Region::builder().mutex("m", 0u64).build().unwrap(),
+        ));
+        let m = region.mutex::<u64>("m").unwrap();
+        // A holder that dies: the lock is OWNER_DIED.
+        let dead = fork_child(|| {
+            std::mem::forget(m.lock());
+            0
+        });
+        reap(dead, "the first holder");
+        // The next one takes it, and is stepped through dropping it unrepaired.
+        let child = fork_child(|| {
+            let Err(LockError::OwnerDied(guard)) = m.lock() else {
+                return 3;
+            };
+            trace_me();
+            drop(guard);
+            0
+        });
+        let sleep = Box::new(|| match m.try_lock_for(HANG) {
+            Err(LockError::NotRecoverable | LockError::OwnerDied(_)) => 0,
+            _ => 3,
+        });
+        (child, sleep as Box<dyn Fn() -> i32>)
+    });
+}
+
+#[test]
+fn a_writer_killed_at_every_step_of_its_unlock_strands_no_reader() {
+    warm_up();
+    kill_at_every_step("write unlock", 3, || {
+        let region = Box::leak(Box::new(
+            Region::builder().rwlock("v", 0u64).build().unwrap(),
+        ));
+        let v = region.rwlock::<u64>("v").unwrap();
+        let child = fork_child(|| {
+            let Ok(guard) = v.write() else { return 3 };
+            trace_me();
+            drop(guard);
+            0
+        });
+        let sleep = Box::new(|| match v.try_read_for(HANG) {
+            Ok(_) | Err(LockError::OwnerDied(_)) => 0,
+            _ => 3,
+        });
+        (child, sleep as Box<dyn Fn() -> i32>)
+    });
+}
+
+/// A process-shared robust pthread mutex in a fresh shared page, and the page.
+fn glibc_robust_mutex() -> *mut libc::pthread_mutex_t {
+    // SAFETY: a fresh anonymous shared mapping of one page, ours, never unmapped; the mutex in
+    // it is initialized with process-shared, robust attributes.
+    unsafe {
+        let page = libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(page, libc::MAP_FAILED);
+        let mutex = page.cast::<libc::pthread_mutex_t>();
+        let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
+        libc::pthread_mutexattr_init(&mut attr);
+        libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+        libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
+        assert_eq!(libc::pthread_mutex_init(mutex, &attr), 0);
+        mutex
+    }
+}
+
+/// Whether the glibc mutex reports its holder's death (rather than staying held).
+fn glibc_reports_death(mutex: *mut libc::pthread_mutex_t) -> bool {
+    let mut deadline: libc::timespec = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; then a timed lock of the mutex made above.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut deadline);
+        deadline.tv_sec += 10;
+        libc::pthread_mutex_timedlock(mutex, &deadline) == libc::EOWNERDEAD
+    }
+}
+
+#[test]
+fn a_word_zeroed_under_its_holder_is_not_linked_twice() {
+    // A peer writes 0 into a word this thread holds, and the thread locks it again: its robust
+    // list must not become a cycle, which would keep the kernel's walk from glibc's mutex.
+    warm_up();
+    let glibc = glibc_robust_mutex();
+    let glibc_addr = glibc as usize;
+    let region = Region::builder().mutex("m", 0u64).build().unwrap();
+    let m = region.mutex::<u64>("m").unwrap();
+    let child = fork_child(|| {
+        // SAFETY: the mutex made above, in a shared page.
+        unsafe { libc::pthread_mutex_lock(glibc_addr as *mut libc::pthread_mutex_t) };
+        std::mem::forget(m.lock());
+        // The peer's write, into the lock word (the first 4 bytes of the raw mutex).
+        // SAFETY: the word is an atomic in the mapping, which a peer may write.
+        unsafe {
+            (*(m.raw() as *const _ as *const std::sync::atomic::AtomicU32))
+                .store(0, Ordering::SeqCst)
+        };
+        std::mem::forget(m.lock());
+        // SAFETY: dies holding both.
+        unsafe { libc::raise(libc::SIGKILL) };
+        0
+    });
+    reap(child, "the child");
+    assert!(
+        glibc_reports_death(glibc),
+        "the kernel's walk never reached glibc's mutex"
+    );
+}
+
+#[test]
+fn a_region_dropped_with_a_leaked_guard_keeps_the_robust_list_whole() {
+    // A guard leaked, then its region dropped: the region must stay mapped, or the kernel's
+    // walk of the thread's list would end at the unmapped entry, before glibc's mutex.
+    warm_up();
+    let glibc = glibc_robust_mutex();
+    let glibc_addr = glibc as usize;
+    let child = fork_child(move || {
+        // SAFETY: the mutex made above, in a shared page.
+        unsafe { libc::pthread_mutex_lock(glibc_addr as *mut libc::pthread_mutex_t) };
+        let region = Region::builder().mutex("m", 0u64).build().unwrap();
+        std::mem::forget(region.mutex::<u64>("m").unwrap().lock());
+        drop(region);
+        // SAFETY: dies holding both.
+        unsafe { libc::raise(libc::SIGKILL) };
+        0
+    });
+    reap(child, "the child");
+    assert!(
+        glibc_reports_death(glibc),
+        "the kernel's walk never reached glibc's mutex"
+    );
+}

@@ -467,7 +467,43 @@ impl<S: Scope> Futex<S> {
     pub fn update_and_wake(&self, kind: WakeOpKind, arg: u32, n: u32) -> Result<usize, Error> {
         // Validates `arg`. The kernel's second wake wakes one even for a count of 0 when its
         // comparison holds, so the comparison is `old == 0`: documented below.
-        let operation = WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?;
+        self.apply_and_wake(WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?, n)
+    }
+
+    /// Stores `value` and wakes up to `n` waiters of this word in one `FUTEX_WAKE_OP`, as
+    /// [`update_and_wake`](Futex::update_and_wake) does for its operations: a thread that dies
+    /// around the call either did both or neither. `value` must be one the kernel's operand
+    /// can express: -2048 to 2047 as an `i32` (sign-extended, so `u32::MAX` is -1), or a power
+    /// of two.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for any other value.
+    pub(crate) fn store_and_wake(&self, value: u32, n: u32) -> Result<usize, Error> {
+        let signed = value as i32;
+        let operation = if (-2048..2048).contains(&signed) {
+            WakeOp {
+                kind: WakeOpKind::Set,
+                shift: false,
+                oparg: value & 0xfff,
+                cmp: WakeOpCmp::Eq,
+                cmparg: 0,
+            }
+        } else if value.is_power_of_two() {
+            WakeOp {
+                kind: WakeOpKind::Set,
+                shift: true,
+                oparg: value.trailing_zeros(),
+                cmp: WakeOpCmp::Eq,
+                cmparg: 0,
+            }
+        } else {
+            return Err(Error::InvalidArgument);
+        };
+        self.apply_and_wake(operation, n)
+    }
+
+    fn apply_and_wake(&self, operation: WakeOp, n: u32) -> Result<usize, Error> {
         let n = n.min(i32::MAX as u32);
         // Release: whatever this thread wrote before is visible to whoever sees the change
         // (the kernel's atomic op is not documented as a release on every architecture).

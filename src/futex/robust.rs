@@ -40,16 +40,22 @@
 //! Only the kernel, walking the list at the thread's death, follows `E.next`: a hostile peer
 //! that rewrites it can make the walk skip this thread's later entries or visit other memory of
 //! the dying process, where the kernel changes only a 32-bit word equal to the dying thread's id.
+//! And `E.next` itself tells every peer the address of a separator, on this process's heap.
 //!
-//! ## State (per thread, in [`Chain`])
+//! ## State (per thread: `ThreadList` in thread-local storage, `Chain` on the heap)
 //!
 //! | field | meaning | set | cleared |
 //! |-------|---------|-----|---------|
-//! | `status` | `Unready`, `Ready`, `Unsupported`, `Exited` (in `ThreadList`: `chain` non-null means `Ready`, `why_not` the other two) | the first operation (`Ready` or `Unsupported`); the thread's exit | the child handler after a `fork` (back to `Unready`) |
-//! | `tid` | this thread's id: what its lock words hold | the first operation | the child handler |
-//! | `head` | the registered head: glibc's, or `own_head` where none was | the first operation | never |
-//! | `held` | the entries linked between the anchors, oldest first, each with its separator | `link` pushes | `unlink` removes |
-//! | `head.list_op_pending` | the entry of the operation under way | `begin` of every operation | its end |
+//! | `ThreadList::chain` | the thread's `Chain` once its list is ready (null: not ready) | the first operation | the child handler after a `fork` (the chain is kept in `idle` for reuse); the thread's exit |
+//! | `ThreadList::why_not` | why the thread cannot be ready (no robust list calls, a foreign list, exiting) | a failed first operation; the thread's exit | never |
+//! | `ThreadList::tid` | this thread's id: what its lock words hold | the first operation (again after a `fork`) | never |
+//! | `Chain::head` | the registered head: glibc's, or `own_head` where none was | the first operation | never |
+//! | `Chain::held` | the entries linked between the anchors, oldest first, each with its separator | `link` pushes | `unlink` removes |
+//! | `head.list_op_pending` | the entry of the operation under way | the start of every operation | its end |
+//!
+//! Each futexkit entry takes two places in the list (itself and its separator), so the
+//! kernel's walk, which stops after 2048 entries, covers about a thousand locks held at once
+//! by one thread (with glibc's beside them).
 //!
 //! Invariant: at every instruction, the chain the kernel would walk from `FRONT` to `BACK` is
 //! `held` (newest first), except for the one entry of the operation under way, which
@@ -77,8 +83,9 @@ pub(crate) struct RobustWord {
     pub(crate) word: Futex<Shared>,
     /// Threads counted as about to sleep on the word, or asleep (the lock protocol's).
     pub(crate) sleepers: crate::atomic::AtomicU32,
-    /// Zeros: room for later use, and what puts `next` at `WORD_BEFORE_ENTRY`.
-    reserved: [u32; 6],
+    /// Zeros: room for later use, and what puts `next` at `WORD_BEFORE_ENTRY`. Atomics, as
+    /// everything in shared memory that a peer may write.
+    reserved: [AtomicU32; 6],
     /// The entry: the address of the next entry (a separator), written by the owning thread
     /// when it links the word. Read by the kernel only.
     next: AtomicUsize,
@@ -98,7 +105,7 @@ impl RobustWord {
             RobustWord {
                 word: Futex::shared(value),
                 sleepers: crate::atomic::AtomicU32::new(0),
-                reserved: [0; 6],
+                reserved: [const { AtomicU32::new(0) }; 6],
                 next: AtomicUsize::new(0),
             }
         }
@@ -413,14 +420,16 @@ impl Chain {
         self.head().list_op_pending.store(0, Ordering::Relaxed);
     }
 
-    /// Links `word` in after FRONT: its entry points at a fresh separator, which points at what
-    /// FRONT pointed at; then FRONT points at the entry.
+    /// Links `word` in after FRONT, with `separator` after it: the separator points at what
+    /// FRONT pointed at, the entry at the separator; then FRONT points at the entry. A record
+    /// of the same word left from before (its lock lost under this thread: a peer wrote its
+    /// word, or its region went while a guard was leaked) is replaced, not linked twice, which
+    /// would make the list a cycle. Allocates nothing: `held` has room (`make_room`).
     #[inline]
-    fn link(&mut self, word: &RobustWord) {
-        let separator = self
-            .spare
-            .pop()
-            .unwrap_or_else(|| Box::new(PrivateEntry::new()));
+    fn link(&mut self, word: &RobustWord, separator: Box<PrivateEntry>) {
+        if self.held.iter().any(|h| core::ptr::eq(h.word, word)) {
+            self.unlink(word);
+        }
         separator
             .next
             .store(self.front.next.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -431,10 +440,10 @@ impl Chain {
     }
 
     /// Unlinks `word` and its separator: the entry before them (FRONT or the next-newer
-    /// entry's separator, both private) now points where the separator pointed. Returns false
-    /// if this thread has not linked `word` (it does not hold the lock).
+    /// entry's separator, both private) now points where the separator pointed. Returns the
+    /// separator, or `None` if this thread has not linked `word` (it does not hold the lock).
     #[inline]
-    fn unlink(&mut self, word: &RobustWord) -> bool {
+    fn unlink(&mut self, word: &RobustWord) -> Option<Box<PrivateEntry>> {
         // The newest entry, unlinked in the usual last-in, first-out order: FRONT points past it.
         if self
             .held
@@ -447,12 +456,12 @@ impl Chain {
                 Ordering::Relaxed,
             );
             compiler_fence(Ordering::SeqCst);
-            self.spare.push(held.separator);
-            return true;
+            return Some(held.separator);
         }
-        let Some(i) = self.held.iter().rposition(|h| core::ptr::eq(h.word, word)) else {
-            return false;
-        };
+        let i = self
+            .held
+            .iter()
+            .rposition(|h| core::ptr::eq(h.word, word))?;
         let after = self.held[i].separator.next.load(Ordering::Relaxed);
         let before = match self.held.get(i + 1) {
             Some(newer) => &newer.separator.next,
@@ -460,10 +469,36 @@ impl Chain {
         };
         before.store(after, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
-        let held = self.held.remove(i);
-        self.spare.push(held.separator);
-        true
+        Some(self.held.remove(i).separator)
     }
+}
+
+/// A separator for the next link, and room for its record: taken before the operation, so
+/// that nothing allocates while the chain is borrowed (an allocator that took a shared lock
+/// itself would otherwise find it borrowed).
+fn make_room(chain: *mut Chain) -> Box<PrivateEntry> {
+    // SAFETY (each `&mut *chain`): this thread's chain; each borrow ends within its statement.
+    let spare = unsafe { &mut *chain }.spare.pop();
+    let separator = spare.unwrap_or_else(|| Box::new(PrivateEntry::new()));
+    // SAFETY: as above.
+    let full = unsafe { &*chain }.held.len() == unsafe { &*chain }.held.capacity();
+    if full {
+        // SAFETY: as above.
+        let mut held = core::mem::take(&mut unsafe { &mut *chain }.held);
+        held.reserve(4);
+        // SAFETY: as above.
+        unsafe { &mut *chain }.held = held;
+    }
+    separator
+}
+
+/// Keeps a separator for later, growing `spare` outside any borrow of the chain.
+fn keep_spare(chain: *mut Chain, separator: Box<PrivateEntry>) {
+    // SAFETY (each `&mut *chain`): this thread's chain; each borrow ends within its statement.
+    let mut spare = core::mem::take(&mut unsafe { &mut *chain }.spare);
+    spare.push(separator);
+    // SAFETY: as above.
+    unsafe { &mut *chain }.spare = spare;
 }
 
 /// Links `entry` in at the front of the list starting at `head`, as glibc does.
@@ -532,16 +567,23 @@ pub(crate) fn acquire<R, E: From<Unsupported>>(
     take: impl FnOnce(u32) -> Result<R, E>,
 ) -> Result<R, E> {
     let (chain, tid) = ready()?;
+    let separator = make_room(chain);
     // SAFETY (each `&mut *chain` below): the chain is this thread's, from `ready`; each borrow
     // ends within its statement, and `take` runs between them, so none overlaps another.
     unsafe { &*chain }.set_pending(word);
     let taken = take(tid);
-    if taken.is_ok() {
+    let unused = if taken.is_ok() {
         // SAFETY: as above.
-        unsafe { &mut *chain }.link(word);
-    }
+        unsafe { &mut *chain }.link(word, separator);
+        None
+    } else {
+        Some(separator)
+    };
     // SAFETY: as above.
     unsafe { &*chain }.clear_pending();
+    if let Some(separator) = unused {
+        keep_spare(chain, separator);
+    }
     taken
 }
 
@@ -560,12 +602,16 @@ pub(crate) fn release(word: &RobustWord, release: impl FnOnce(u32)) -> bool {
     // SAFETY (each `&mut *chain`): as in `acquire`.
     unsafe { &*chain }.set_pending(word);
     // SAFETY: as above.
-    let held = unsafe { &mut *chain }.unlink(word);
+    let separator = unsafe { &mut *chain }.unlink(word);
+    let held = separator.is_some();
     if held {
         release(tid);
     }
     // SAFETY: as above.
     unsafe { &*chain }.clear_pending();
+    if let Some(separator) = separator {
+        keep_spare(chain, separator);
+    }
     held
 }
 

@@ -179,10 +179,17 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Drop for Region {
+    /// Unmaps the region, unless a thread of this process still holds one of its locks: that
+    /// lock's guard was leaked (`mem::forget`), and its word is still linked in that thread's
+    /// robust list. The kernel reads the list when the thread dies, and an unmapped entry would
+    /// end its walk there, leaving the thread's later entries (glibc's robust mutexes among
+    /// them) unmarked; so the mapping is left in place, for good.
     fn drop(&mut self) {
+        if self.held_in_this_process() {
+            return;
+        }
         // SAFETY: the whole mapping, made by `map_shared`; no object borrowed from the region
-        // outlives it. (A guard leaked with `mem::forget` may leave a lock linked in a thread's
-        // robust list: only the kernel reads it, and it tolerates an unmapped address.)
+        // outlives it, and no thread of this process has a word of it in its robust list.
         unsafe { sys::memory::unmap(self.base, self.len) };
     }
 }
@@ -343,6 +350,35 @@ impl Region {
         debug_assert_eq!(entry.offset as usize % layout.align(), 0);
         // SAFETY: `offset + len <= self.len`, checked when the table was read.
         Ok(unsafe { self.base.add(entry.offset as usize) })
+    }
+
+    /// Whether a thread of this process holds a lock of the region (any, where this process's
+    /// threads cannot be listed).
+    fn held_in_this_process(&self) -> bool {
+        let ours = sys::process::thread_ids();
+        let holders = self.entries.iter().flat_map(|entry| {
+            let at = self.base.wrapping_add(entry.offset as usize);
+            let words: Box<dyn Iterator<Item = &RawSharedMutex>> =
+                match ObjectKind::from_code(entry.kind) {
+                    // SAFETY (each): the object was checked when the table was read (kind, bounds,
+                    // alignment, size); each of these types starts with its raw lock, all atomics.
+                    Some(ObjectKind::Mutex) => Box::new(core::iter::once(unsafe {
+                        RawSharedMutex::from_ptr(at.cast())
+                    })),
+                    Some(ObjectKind::RwLock) => {
+                        Box::new(unsafe { RawSharedRwLock::from_ptr(at.cast()) }.robust_words())
+                    }
+                    Some(ObjectKind::Barrier) => Box::new(
+                        unsafe { crate::raw::RawSharedBarrier::from_ptr(at.cast()) }.robust_words(),
+                    ),
+                    _ => Box::new(core::iter::empty()),
+                };
+            words.filter_map(RawSharedMutex::holder)
+        });
+        match ours {
+            Some(ours) => holders.into_iter().any(|tid| ours.contains(&tid)),
+            None => holders.into_iter().next().is_some(),
+        }
     }
 
     /// Copies the header and the object table out of the mapping and checks them.

@@ -352,13 +352,15 @@ unsafe fn wake_op(
     // SAFETY: the caller's guarantee.
     let other = unsafe { AtomicU32::from_ptr(uaddr2.cast_mut()) };
     let kind = (encoded >> 28) & 0b111;
+    // The kernel sign-extends both 12-bit fields (`sign_extend32(.., 11)`).
+    let sign_extend = |field: u32| (((field & 0xfff) << 20) as i32 >> 20) as u32;
     let oparg = (encoded >> 12) & 0xfff;
     let oparg = if (encoded >> 28) & 0b1000 != 0 {
         1u32.checked_shl(oparg).ok_or(libc::EINVAL)?
     } else {
-        oparg
+        sign_extend(oparg)
     };
-    let cmparg = encoded & 0xfff;
+    let cmparg = sign_extend(encoded);
     let mut table = FUTEXES.table.lock().unwrap();
     let mut old = other.load(Ordering::SeqCst);
     loop {

@@ -1,5 +1,6 @@
-//! System calls about processes: this process's id and pid namespace, watching a peer process
-//! for its exit (FlipCall's peer-death detection), and running code in the child of a `fork`.
+//! System calls about processes: this process's id, threads and pid namespace, watching a peer
+//! process for its exit (FlipCall's peer-death detection), and running code in the child of a
+//! `fork`.
 
 /// This process's id.
 pub(crate) fn getpid() -> u32 {
@@ -86,4 +87,15 @@ pub(crate) fn on_fork_in_child(handler: unsafe extern "C" fn()) -> Result<(), su
         0 => Ok(()),
         errno => Err(errno),
     }
+}
+
+/// The ids of this process's threads (`/proc/self/task`), or `None` where `/proc` cannot be
+/// read.
+pub(crate) fn thread_ids() -> Option<Vec<u32>> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    Some(
+        tasks
+            .filter_map(|task| task.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+    )
 }

@@ -27,7 +27,8 @@
 //!    without `futex_waitv` (before 5.16) get the same answer by a look at the member words every
 //!    `SLICE_WITHOUT_WAITV`; with it, a look every `SLICE_WITH_WAITV` covers a sleeper that dies
 //!    between the kernel's wake and its own. A party that joins after a death, or arrives,
-//!    looks at the member words first.
+//!    looks at the member words first, and a sleeper sleeps on the very values it looked at,
+//!    so a death after its look ends the sleep.
 //! 3. **Timeouts and leaving break it too**, as they would leave a round one arrival short for
 //!    ever (Python's `threading.Barrier` does the same).
 
@@ -194,6 +195,11 @@ impl RawSharedBarrier {
         }
     }
 
+    /// Every party's robust word.
+    pub(crate) fn robust_words(&self) -> impl Iterator<Item = &RawSharedMutex> {
+        self.members.iter()
+    }
+
     /// Whether no round can complete again.
     pub fn is_broken(&self) -> bool {
         self.generation.load(Ordering::Relaxed) & BROKEN != 0
@@ -208,7 +214,7 @@ impl RawSharedBarrier {
     /// [`BarrierError::Corrupted`], [`BarrierError::Unsupported`].
     pub fn join(&self) -> Result<Party, BarrierError> {
         let parties = self.parties()?;
-        if self.is_broken() || self.a_member_died(parties) {
+        if self.is_broken() || self.member_words(parties).is_none() {
             self.break_it();
             return Err(BarrierError::Broken);
         }
@@ -276,7 +282,12 @@ impl RawSharedBarrier {
         if seen & BROKEN != 0 {
             return Err(BarrierError::Broken);
         }
-        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 >= parties as u32 {
+        if self.member_words(parties).is_none() {
+            self.break_it();
+            return Err(BarrierError::Broken);
+        }
+        // Wrapping: a peer may have written any count.
+        if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) >= parties as u32 {
             self.arrived.store(0, Ordering::Relaxed);
             let _ = self
                 .generation
@@ -297,28 +308,34 @@ impl RawSharedBarrier {
             if now & BROKEN != 0 {
                 return Err(BarrierError::Broken);
             }
-            if self.a_member_died(parties) {
+            let Some(members) = self.member_words(parties) else {
                 self.break_it();
                 return Err(BarrierError::Broken);
-            }
+            };
             if deadline.is_some_and(|d| d.has_passed()) {
                 self.break_it();
                 return Err(BarrierError::TimedOut);
             }
-            self.sleep(now, parties, deadline)?;
+            self.sleep(now, &members, deadline)?;
         }
     }
 
-    /// Whether a party died (its word has `OWNER_DIED`, or was given back as not recoverable).
-    fn a_member_died(&self, parties: usize) -> bool {
-        self.members[..parties].iter().any(|member| {
-            let word = member.robust().word.load(Ordering::Acquire);
-            match owner(word) {
-                0 => word & OWNER_DIED != 0,
-                NOT_RECOVERABLE => true,
-                _ => false,
-            }
-        })
+    /// The member words as they are now, or `None` if a party died (its word has `OWNER_DIED`,
+    /// or was given back as not recoverable). A sleep waits on these very values, so that a
+    /// death after this look ends it.
+    fn member_words(&self, parties: usize) -> Option<Vec<u32>> {
+        self.members[..parties]
+            .iter()
+            .map(|member| {
+                let word = member.robust().word.load(Ordering::Acquire);
+                let died = match owner(word) {
+                    0 => word & OWNER_DIED != 0,
+                    NOT_RECOVERABLE => true,
+                    _ => false,
+                };
+                (!died).then_some(word)
+            })
+            .collect()
     }
 
     fn break_it(&self) {
@@ -327,12 +344,12 @@ impl RawSharedBarrier {
         }
     }
 
-    /// Sleeps until the generation or a member word changes (or a slice passes), with
-    /// `futex_waitv` where the kernel has it, else on the generation alone.
+    /// Sleeps until the generation or a member word changes from what was seen (or a slice
+    /// passes), with `futex_waitv` where the kernel has it, else on the generation alone.
     fn sleep(
         &self,
         generation: u32,
-        parties: usize,
+        members: &[u32],
         deadline: Option<Deadline>,
     ) -> Result<(), BarrierError> {
         static NO_WAITV: core::sync::atomic::AtomicBool =
@@ -342,11 +359,10 @@ impl RawSharedBarrier {
             _ => Deadline::after(slice),
         };
         if !NO_WAITV.load(core::sync::atomic::Ordering::Relaxed) {
-            let mut entries = Vec::with_capacity(parties + 1);
+            let mut entries = Vec::with_capacity(members.len() + 1);
             entries.push(WaitvEntry::new(&self.generation, generation));
-            for member in &self.members[..parties] {
-                let word = &member.robust().word;
-                entries.push(WaitvEntry::new(word, word.load(Ordering::Relaxed)));
+            for (member, &seen) in self.members.iter().zip(members) {
+                entries.push(WaitvEntry::new(&member.robust().word, seen));
             }
             match futex2::waitv(&entries, Some(slice_ends(SLICE_WITH_WAITV))) {
                 Ok(_) | Err(Error::ValueChanged | Error::TimedOut) => return Ok(()),

@@ -9,8 +9,8 @@
 //! | field | meaning | set by | cleared by |
 //! |-------|---------|--------|------------|
 //! | word bits 0-29 `owner` | the holder's thread id; 0: free; `NOT_RECOVERABLE` (all ones, an id no thread has): never lockable again | a locker's CAS from free | the holder's unlock; the kernel, when the holder dies |
-//! | word bit 31 `WAITERS` | threads may sleep on the word: its release must wake one | a waiter, before it sleeps; a take, in its CAS, while sleepers are counted | every release (which then wakes one) |
-//! | word bit 30 `OWNER_DIED` | a holder died holding the lock: the data may be inconsistent | the kernel, as the holder dies | [`mark_consistent`](RawSharedMutex::mark_consistent); an unlock without it makes the word `NOT_RECOVERABLE` |
+//! | word bit 31 `WAITERS` | threads may sleep on the word: its release must wake one | a waiter, before it sleeps; a take, in its CAS, while sleepers are counted (and a barrier party, for good: `barrier.rs`); kept by the kernel at a death | every release (which then wakes one) |
+//! | word bit 30 `OWNER_DIED` | a holder died holding the lock: the data may be inconsistent | the kernel, as the holder dies | [`mark_consistent`](RawSharedMutex::mark_consistent); an unlock without it makes the word `NOT_RECOVERABLE`; a take that forgets deaths (a reader slot: readers change nothing) |
 //! | `sleepers` | threads counted as about to sleep on the word or asleep | a waiter adds 1 before it sets `WAITERS` | the waiter takes it back when its sleep ends |
 //!
 //! Invariants:
@@ -29,7 +29,10 @@
 //!    thread dies: if its id is in the word, the kernel sets `OWNER_DIED` (keeping `WAITERS`,
 //!    clearing the id) and wakes one waiter if `WAITERS` was set; if the word is free and the
 //!    thread was in an operation on it (a release before its wake, a woken waiter before it took
-//!    the lock), the kernel wakes one waiter. A woken waiter that dies before it took the lock
+//!    the lock), the kernel wakes one waiter. That one wake is all a death can get, and is
+//!    enough where a release wakes one; where one must wake all (`NOT_RECOVERABLE`, whose owner
+//!    bits are not 0, and a writer's release, for every reader), the store and the wake are one
+//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while nobody can be asleep. A woken waiter that dies before it took the lock
 //!    while another thread holds it strands nobody: that holder took the word with `WAITERS`,
 //!    as the sleepers left (and the dead one) are counted, and its release wakes the next. A
 //!    waiter that dies counted leaves `sleepers` one too high for good: every take then sets
@@ -188,12 +191,14 @@ impl RawSharedMutex {
     /// `ptr` must be 8-aligned and point to a `RawSharedMutex` (made by [`new`](Self::new), or
     /// all zeros) in memory that stays mapped, readable and writable for `'a` and until every
     /// call on it has returned; every process that maps it must access those 40 bytes only
-    /// through a `RawSharedMutex`, or atomically. Another process may write any value into it
+    /// through a `RawSharedMutex`, or atomically, and be in this process's pid namespace (the
+    /// word holds thread ids: a [`Region`](crate::shared::Region) checks this, raw memory
+    /// cannot). Another process may write any value into it
     /// (that makes calls fail or wait, never unsound), but must not unmap or truncate it under
     /// this process (a sealed memfd rules that out).
     pub unsafe fn from_ptr<'a>(ptr: *const RawSharedMutex) -> &'a RawSharedMutex {
         // SAFETY: the caller vouches for alignment, lifetime and atomic-only access; the type is
-        // all atomics.
+        // all atomics (its reserved space included).
         unsafe { &*ptr }
     }
 
@@ -346,7 +351,12 @@ impl RawSharedMutex {
         let word = self.word();
         if word.load(Ordering::Acquire) == 0
             && word
-                .compare_exchange(0, tid | self.waiters_bit(), Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(
+                    0,
+                    tid | self.waiters_bit(),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
         {
             return Ok(Acquired::Consistent);
@@ -392,9 +402,9 @@ impl RawSharedMutex {
     }
 
     /// Counts this thread in `sleepers`, sets `WAITERS` in the word and, if the word is still
-    /// held, sleeps on what it holds; uncounts itself when the sleep ends. Returns when woken,
-    /// or at once if the word changed or is free; `Err` at the deadline.
-    fn sleep_while_held(&self, deadline: Option<Deadline>) -> Result<(), RawLockError> {
+    /// held, sleeps on what it holds; uncounts itself when the sleep ends. Returns when woken
+    /// (`true`), or at once if the word changed or is free (`false`); `Err` at the deadline.
+    fn sleep_while_held(&self, deadline: Option<Deadline>) -> Result<bool, RawLockError> {
         if deadline.is_some_and(|d| d.has_passed()) {
             return Err(RawLockError::TimedOut);
         }
@@ -404,12 +414,13 @@ impl RawSharedMutex {
         sleepers.fetch_add(1, Ordering::AcqRel);
         let before = word.fetch_or(WAITERS, Ordering::AcqRel);
         let slept = match owner(before) {
-            0 | NOT_RECOVERABLE => Ok(()),
+            0 | NOT_RECOVERABLE => Err(Error::ValueChanged),
             _ => word.wait(before | WAITERS, deadline),
         };
         sleepers.fetch_sub(1, Ordering::AcqRel);
         match slept {
-            Ok(()) | Err(Error::ValueChanged) => Ok(()),
+            Ok(()) => Ok(true),
+            Err(Error::ValueChanged) => Ok(false),
             Err(Error::TimedOut) => Err(RawLockError::TimedOut),
             Err(err) => Err(RawLockError::Futex(err)),
         }
@@ -417,43 +428,59 @@ impl RawSharedMutex {
 
     /// Waits until nobody holds the word (or it is not recoverable), without taking it: a
     /// writer waiting for a reader slot, a reader waiting for the writer. Runs as a robust wait
-    /// (a death of this thread after a wake passes the wake on). `wake_all_after_death`: a
-    /// waiter that finds the holder died wakes every other waiter too, as the kernel woke only
-    /// one and they all wait for the same thing.
+    /// (a death of this thread after a wake passes the wake on).
+    ///
+    /// A release wakes one sleeper on the assumption that it takes the word; this waiter does
+    /// not, so with `pass_on` a wake it was given goes on to the next sleeper, if one is
+    /// counted (a reader waiting for the same slot as the writer). With `wake_all_after_death`
+    /// a waiter that finds the holder died wakes every other waiter: the kernel woke only one,
+    /// and they all wait for the same thing.
     pub(crate) fn wait_while_held(
         &self,
         deadline: Option<Deadline>,
+        pass_on: bool,
         wake_all_after_death: bool,
     ) -> Result<(), RawLockError> {
         robust::waiting(&self.robust, |tid| {
             let word = self.word();
+            let mut woken = false;
             loop {
                 let v = word.load(Ordering::Acquire);
                 match owner(v) {
                     0 => {
                         if wake_all_after_death && v & OWNER_DIED != 0 && v & WAITERS != 0 {
                             let _ = word.wake(i32::MAX as u32);
+                        } else if pass_on
+                            && woken
+                            && self.robust.sleepers.load(Ordering::Acquire) != 0
+                        {
+                            let _ = word.wake(1);
                         }
                         return Ok(());
                     }
                     NOT_RECOVERABLE => return Ok(()),
                     o if o == tid => return Err(RawLockError::WouldDeadlock),
-                    _ => self.sleep_while_held(deadline)?,
+                    _ => woken = self.sleep_while_held(deadline)?,
                 }
             }
         })
     }
 
     /// The unlock's protocol, once the word is unlinked and named as the operation under way:
-    /// releases and wakes up to `wake` sleepers (or all, if the lock is becoming not
-    /// recoverable).
+    /// releases and wakes up to `wake` sleepers, or, if the lock is becoming not recoverable,
+    /// stores `NOT_RECOVERABLE` and wakes all of them in one kernel call (a thread that died
+    /// between the two would leave them asleep: the kernel wakes nobody for a word whose owner
+    /// bits are not 0).
     pub(crate) fn release(&self, wake: u32) {
         let word = self.word();
-        let addr = word.as_ptr();
         if word.load(Ordering::Relaxed) & OWNER_DIED != 0 {
-            let before = word.swap(NOT_RECOVERABLE, Ordering::Release);
-            if before & WAITERS != 0 {
-                let _ = Futex::wake_at(addr, i32::MAX as u32);
+            // All ones: NOT_RECOVERABLE's owner bits (and WAITERS and OWNER_DIED, which change
+            // nothing then).
+            if word.store_and_wake(u32::MAX, i32::MAX as u32).is_err() {
+                let before = word.swap(u32::MAX, Ordering::Release);
+                if before & WAITERS != 0 {
+                    let _ = Futex::wake_at(word.as_ptr(), i32::MAX as u32);
+                }
             }
             return;
         }
@@ -468,9 +495,31 @@ impl RawSharedMutex {
 
     /// Clears the owner and `WAITERS` (every bit but `keep`), then wakes up to `wake` sleepers
     /// if `WAITERS` was set. From the release on, the word is touched by address only.
+    ///
+    /// A release that wakes one needs nothing more: should this thread die between the release
+    /// and the wake, the kernel wakes one waiter of the free word it named as pending. One
+    /// that wakes more (a writer's, for every reader) releases and wakes in one kernel call
+    /// whenever anyone may sleep, and releases by CAS only while nobody can.
     fn release_keeping(&self, keep: u32, wake: u32) {
         let word = self.word();
         let addr = word.as_ptr();
+        if wake > 1 {
+            for _ in 0..16 {
+                let v = word.load(Ordering::Relaxed);
+                if v & WAITERS != 0 {
+                    if word.store_and_wake(v & keep, wake).is_ok() {
+                        return;
+                    }
+                    break;
+                }
+                if word
+                    .compare_exchange(v, v & keep, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+        }
         let before = word.fetch_and(keep, Ordering::Release);
         if before & WAITERS != 0 {
             let _ = Futex::wake_at(addr, wake);

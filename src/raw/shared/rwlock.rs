@@ -23,15 +23,17 @@
 //!    lock or waits for readers, so a waiting writer is not starved by new readers. (A stream of
 //!    writers can starve readers; each reader waits only for one writer at a time.)
 //! 3. **No lost wakeup.** A reader backing off sleeps on `writer` (setting `WAITERS`), and
-//!    every writer unlock wakes all of `writer`'s sleepers. A writer waiting for a slot sleeps
-//!    on it, and every slot release with `WAITERS` wakes one sleeper: the writer, or a reader
-//!    waiting for that slot, which takes it, sees the writer, and releases it, waking the next.
+//!    every writer unlock wakes all of `writer`'s sleepers, in the same kernel call as the
+//!    release. A writer waiting for a slot sleeps on it, and every slot release with
+//!    `WAITERS` wakes one sleeper: a reader waiting for that slot (all were taken), which takes
+//!    it, sees the writer and releases it, waking the next; or the writer, which does not take
+//!    the slot, so it passes the wake on to the next sleeper counted on that slot.
 //! 4. **Deaths.** A dead reader's slot is freed by the kernel (`OWNER_DIED` in it is ignored:
-//!    readers change nothing), which wakes the writer waiting on it. A dead writer's word gets
-//!    `OWNER_DIED`: the next writer is told ([`Acquired::OwnerDied`]) and can repair and mark it
-//!    consistent; readers that find it so are told too, until then. The kernel wakes one of
-//!    `writer`'s sleepers; a reader woken so wakes all the others, as all of them wait for the
-//!    same thing.
+//!    readers change nothing), which wakes one sleeper on it (the writer, or a reader waiting
+//!    for the slot: either passes on as above). A dead writer's word gets `OWNER_DIED`: the
+//!    next writer is told ([`Acquired::OwnerDied`]) and can repair and mark it consistent;
+//!    readers that find it so are told too, until then. The kernel wakes one of `writer`'s
+//!    sleepers; a reader woken so wakes all the others, as all of them wait for the same thing.
 
 use core::fmt;
 
@@ -216,6 +218,11 @@ impl RawSharedRwLock {
         unsafe { self.writer.lock.mark_consistent() };
     }
 
+    /// Every robust word of the lock: the writer's, then each reader slot's.
+    pub(crate) fn robust_words(&self) -> impl Iterator<Item = &RawSharedMutex> {
+        core::iter::once(&self.writer.lock).chain(self.readers.iter().map(|slot| &slot.lock))
+    }
+
     /// Whether a writer holds the lock or waits for readers to leave (a snapshot).
     pub fn is_write_locked(&self) -> bool {
         self.writer.lock.is_locked()
@@ -254,7 +261,12 @@ impl RawSharedRwLock {
                     if try_only {
                         return Err(RawLockError::WouldBlock);
                     }
-                    self.writer.lock.wait_while_held(deadline, true)?;
+                    self.writer.lock.wait_while_held(deadline, false, true)?;
+                    // Writers coming and going (or a peer changing the writer's word) must not
+                    // keep a timed read past its deadline.
+                    if deadline.is_some_and(|d| d.has_passed()) {
+                        return Err(RawLockError::TimedOut);
+                    }
                 }
             }
         }
@@ -307,7 +319,7 @@ impl RawSharedRwLock {
             let waited = if try_only {
                 Err(RawLockError::WouldBlock)
             } else {
-                slot.wait_while_held(deadline, false)
+                slot.wait_while_held(deadline, true, false)
             };
             if let Err(err) = waited {
                 // Give the writer's word back as it was: a death recorded in it stays recorded.
