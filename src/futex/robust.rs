@@ -476,25 +476,47 @@ impl Chain {
 /// A separator for the next link, and room for its record: taken before the operation, so
 /// that nothing allocates while the chain is borrowed (an allocator that took a shared lock
 /// itself would otherwise find it borrowed).
+#[inline]
 fn make_room(chain: *mut Chain) -> Box<PrivateEntry> {
     // SAFETY (each `&mut *chain`): this thread's chain; each borrow ends within its statement.
     let spare = unsafe { &mut *chain }.spare.pop();
-    let separator = spare.unwrap_or_else(|| Box::new(PrivateEntry::new()));
+    let separator = match spare {
+        Some(separator) => separator,
+        None => Box::new(PrivateEntry::new()),
+    };
     // SAFETY: as above.
-    let full = unsafe { &*chain }.held.len() == unsafe { &*chain }.held.capacity();
-    if full {
-        // SAFETY: as above.
-        let mut held = core::mem::take(&mut unsafe { &mut *chain }.held);
-        held.reserve(4);
-        // SAFETY: as above.
-        unsafe { &mut *chain }.held = held;
+    let held = unsafe { &*chain };
+    if held.held.len() == held.held.capacity() {
+        grow_held(chain);
     }
     separator
 }
 
-/// Keeps a separator for later, growing `spare` outside any borrow of the chain.
+#[cold]
+fn grow_held(chain: *mut Chain) {
+    // SAFETY (each `&mut *chain`): as in `make_room`.
+    let mut held = core::mem::take(&mut unsafe { &mut *chain }.held);
+    held.reserve(4);
+    // SAFETY: as above.
+    unsafe { &mut *chain }.held = held;
+}
+
+/// Keeps a separator for later; `spare` grows outside any borrow of the chain.
+#[inline]
 fn keep_spare(chain: *mut Chain, separator: Box<PrivateEntry>) {
     // SAFETY (each `&mut *chain`): this thread's chain; each borrow ends within its statement.
+    let spare = unsafe { &mut *chain };
+    if spare.spare.len() < spare.spare.capacity() {
+        // Room already: this push cannot allocate.
+        spare.spare.push(separator);
+    } else {
+        grow_spare(chain, separator);
+    }
+}
+
+#[cold]
+fn grow_spare(chain: *mut Chain, separator: Box<PrivateEntry>) {
+    // SAFETY (each `&mut *chain`): as in `keep_spare`.
     let mut spare = core::mem::take(&mut unsafe { &mut *chain }.spare);
     spare.push(separator);
     // SAFETY: as above.
