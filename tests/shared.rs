@@ -862,15 +862,6 @@ fn locks_in_memory_the_caller_mapped_work_across_fork() {
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     assert_eq!(m.lock().unwrap().get(), 1);
-    // A raw mutex is 40 bytes, 8-aligned: the documented layout.
-    assert_eq!(core::mem::size_of::<RawSharedMutex>(), 40);
-    assert_eq!(core::mem::align_of::<RawSharedMutex>(), 8);
-    assert_eq!(core::mem::size_of::<SharedMutex<u64>>(), 48);
-    assert_eq!(core::mem::size_of::<futexkit::shared::SharedCondvar>(), 8);
-    assert_eq!(
-        core::mem::align_of::<futexkit::shared::SharedRwLock<u8>>(),
-        64
-    );
     // SAFETY: unmaps our own mapping; nothing uses it any more.
     unsafe { libc::munmap(page, 4096) };
 }
@@ -931,4 +922,48 @@ fn a_writer_waiting_for_a_slot_passes_on_the_wake_a_reader_needed() {
         );
     });
     assert_eq!(v.read().unwrap().get(), 1);
+}
+
+#[test]
+fn the_layouts_are_the_documented_ones() {
+    use core::mem::{align_of, size_of};
+    use futexkit::raw::{RawSharedBarrier, RawSharedCondvar, RawSharedRwLock};
+    use futexkit::shared::{SharedBarrier, SharedCondvar, SharedRwLock};
+    // Every process that maps a region must agree on these (src/raw/shared/*.rs).
+    assert_eq!(
+        (size_of::<RawSharedMutex>(), align_of::<RawSharedMutex>()),
+        (40, 8)
+    );
+    assert_eq!(
+        (
+            size_of::<RawSharedCondvar>(),
+            align_of::<RawSharedCondvar>()
+        ),
+        (8, 4)
+    );
+    assert_eq!(
+        (size_of::<RawSharedRwLock>(), align_of::<RawSharedRwLock>()),
+        (64 * (1 + READER_SLOTS), 64)
+    );
+    assert_eq!(
+        (
+            size_of::<RawSharedBarrier>(),
+            align_of::<RawSharedBarrier>()
+        ),
+        (2624, 64)
+    );
+    // The typed ones: the raw lock first, then the value (`#[repr(C)]`).
+    assert_eq!(size_of::<SharedMutex<u64>>(), 48);
+    assert_eq!(size_of::<SharedMutex<[u8; 3]>>(), 48);
+    assert_eq!(size_of::<SharedMutex<Pair>>(), 56);
+    assert_eq!(size_of::<SharedCondvar>(), 8);
+    assert_eq!(size_of::<SharedRwLock<u64>>(), 64 * (1 + READER_SLOTS) + 64);
+    assert_eq!(size_of::<SharedBarrier>(), size_of::<RawSharedBarrier>());
+    // The header and each table entry are 64 bytes; objects start 64-aligned after them.
+    let region = Region::builder()
+        .mutex("a", 0u8)
+        .condvar("b")
+        .build()
+        .unwrap();
+    assert_eq!(region_bytes(&region).len(), 64 + 2 * 64 + 64 + 64);
 }

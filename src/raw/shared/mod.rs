@@ -2,12 +2,15 @@
 //! `OWNER_DIED` when their owner dies (`src/futex/robust.rs`). [`futexkit::shared`](crate::shared)
 //! builds the typed locks over them, in regions of shared memory.
 //!
-//! | file         | type                 | words                                                       |
-//! |--------------|----------------------|-------------------------------------------------------------|
-//! | `mutex.rs`   | [`RawSharedMutex`]   | one robust word: the owner's id, `WAITERS`, `OWNER_DIED`    |
-//! | `condvar.rs` | [`RawSharedCondvar`] | a notify sequence and a count of sleepers                   |
-//! | `rwlock.rs`  | [`RawSharedRwLock`]  | a writer's robust word and one robust word per reader slot  |
-//! | `barrier.rs` | [`RawSharedBarrier`] | arrivals, a generation word, one robust word per party      |
+//! | file         | type                 | words                                                       | bytes, alignment |
+//! |--------------|----------------------|-------------------------------------------------------------|------------------|
+//! | `mutex.rs`   | [`RawSharedMutex`]   | one robust word: the owner's id, `WAITERS`, `OWNER_DIED`; a count of sleepers | 40, 8 |
+//! | `condvar.rs` | [`RawSharedCondvar`] | a notify sequence and a count of sleepers                   | 8, 4 |
+//! | `rwlock.rs`  | [`RawSharedRwLock`]  | a writer's robust word and one robust word per reader slot, a cache line each | 2112, 64 |
+//! | `barrier.rs` | [`RawSharedBarrier`] | arrivals, a generation word, one robust word per party      | 2624, 64 |
+//!
+//! All are `#[repr(C)]`, so every process that maps them agrees on the layout
+//! (`tests/shared.rs` checks the sizes).
 //!
 //! Every word lives in memory several processes map, so every access is atomic and nothing
 //! read from it is trusted: a value no protocol writes makes a call fail or wait (never past
