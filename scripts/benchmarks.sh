@@ -105,8 +105,8 @@ note "Reading: each mechanism against raw futex wake + wait, as the mean over fr
 
 if command -v valgrind >/dev/null; then
     echo "== uncontended (callgrind)" >&2
-    count() { # binary impl n -> instructions
-        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 |
+    count() { # binary args... -> instructions
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
             sed -n 's/.*Collected : *//p'
     }
     {
@@ -183,6 +183,31 @@ echo "== threadpool" >&2
     echo "Reading: the published crate with only its \`Mutex\`/\`Condvar\` import switched. Round trips are dominated by two wake-ups (the worker's, then the joiner's); the CPU time per round trip shows what waiting costs."
     echo
 } >>"$body"
+
+section "Process-shared, robust locks: futexkit::shared against glibc's robust pthread locks" shared_locks $quick
+note "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: futexkit's shared mutex sets WAITERS in every take while sleepers are counted, so that a woken waiter killed before it takes the lock strands nobody (src/raw/shared/mutex.rs, invariant 2), which costs a wake per release where glibc's lets a lock taken in passing be released without one. The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."
+
+if command -v valgrind >/dev/null; then
+    echo "== shared uncontended (callgrind)" >&2
+    {
+        echo "## Process-shared mutex, uncontended: instructions per lock + add + unlock"
+        echo
+        echo "\`valgrind --tool=callgrind target/release/examples/shared_locks uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000"
+        echo
+        echo "| futexkit shared | pthread robust | futexkit in-process |"
+        echo "|---|---|---|"
+        line="|"
+        for impl in futexkit-shared pthread-robust futexkit; do
+            a=$(count "$ex/shared_locks" uncontended "$impl" 1000000)
+            b=$(count "$ex/shared_locks" uncontended "$impl" 0)
+            line="$line $(python3 -c "print(f'{($a - $b) / 1e6:.1f}')") |"
+        done
+        echo "$line"
+        echo
+        echo "Reading: futexkit's take is one CAS plus its robust-list bookkeeping (the pending entry, then linking the word between private anchors); glibc's does the same on its own list. Each adds 1 to the guarded value: futexkit copies a u64 in and out with one atomic access each."
+        echo
+    } >>"$body"
+fi
 
 section "FlipCall round trip, in one process and across two" flipcall_ipc $quick
 note "Reading: one process should be no slower than two (in-process / cross-process at most about 1), and FlipCall faster than raw wake + wait at every size. A shared window's copies are atomic (a peer process may write it at any moment), which costs against memcpy only below 1 KiB. Oversubscribed figures on a 2-CPU virtual machine move between runs by several times, in both directions: a pair either keeps spinning past each other or falls into sleeping and waking every call."
