@@ -10,16 +10,7 @@ mod model;
 
 use futexkit::{Mutex, RawMutex};
 use model::atomic::{AtomicUsize, Ordering};
-use model::{check, in_threads, Arc, FAR};
-
-/// Sizes: (threads, increments each) for loom, and bigger for shuttle.
-fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
-    if cfg!(loom) {
-        loom
-    } else {
-        shuttle
-    }
-}
+use model::{check, in_threads, sized, Arc, FAR};
 
 /// `threads` threads each make `increments` locked increments of a counter whose increment is
 /// a separate relaxed load and store (so only mutual exclusion, and the lock's acquire and

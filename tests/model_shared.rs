@@ -14,15 +14,7 @@ use futexkit::futex::Deadline;
 use futexkit::raw::RawSharedBarrier;
 use futexkit::raw::{Acquired, RawLockError, RawSharedCondvar, RawSharedMutex, RawSharedRwLock};
 use model::atomic::{AtomicUsize, Ordering};
-use model::{check, in_threads, Arc, FAR};
-
-fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
-    if cfg!(loom) {
-        loom
-    } else {
-        shuttle
-    }
-}
+use model::{check, in_threads, sized, Arc, FAR};
 
 /// Locked increments split into a load and a store; with `timed`, the odd threads lock with a
 /// (far) deadline.

@@ -824,18 +824,7 @@ fn leaving_timing_out_or_dying_breaks_a_barrier_for_the_others() {
 
 #[test]
 fn locks_in_memory_the_caller_mapped_work_across_fork() {
-    // SAFETY: a fresh anonymous shared mapping of one page, ours.
-    let page = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
+    let page = futexkit_support::shared::shared_page();
     // SAFETY: the page is ours, aligned, large enough; every process touches it only through
     // this SharedMutex.
     let m = unsafe {
@@ -862,8 +851,6 @@ fn locks_in_memory_the_caller_mapped_work_across_fork() {
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     assert_eq!(m.lock().unwrap().get(), 1);
-    // SAFETY: unmaps our own mapping; nothing uses it any more.
-    unsafe { libc::munmap(page, 4096) };
 }
 
 #[test]

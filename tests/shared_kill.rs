@@ -34,20 +34,9 @@ struct Control {
 }
 
 fn control() -> &'static Control {
-    // SAFETY: a fresh anonymous shared mapping of one page; it is never unmapped, so the
-    // 'static reference stays valid, and a zeroed Control is a valid one (all atomics).
-    unsafe {
-        let page = libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(page, libc::MAP_FAILED);
-        &*page.cast::<Control>()
-    }
+    // SAFETY: a fresh shared page, never unmapped, so the 'static reference stays valid; a
+    // zeroed Control is a valid one (all atomics).
+    unsafe { &*futexkit_support::shared::shared_page().cast::<Control>() }
 }
 
 /// Forks a child that runs `f` and leaves with its exit code.
@@ -597,27 +586,7 @@ fn glibc_robust_mutexes_stay_robust_beside_futexkits_in_one_thread() {
     let region = Region::builder().mutex("m", 0u64).build().unwrap();
     let m = region.mutex::<u64>("m").unwrap();
     warm_up();
-    // SAFETY: a fresh anonymous shared mapping of one page, ours.
-    let page = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
-    let shared = page.cast::<libc::pthread_mutex_t>();
-    // SAFETY: initializes a pthread mutex in our page with a process-shared, robust attribute.
-    unsafe {
-        let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
-        libc::pthread_mutexattr_init(&mut attr);
-        libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
-        libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
-        assert_eq!(libc::pthread_mutex_init(shared, &attr), 0);
-    }
+    let shared = glibc_robust_mutex();
     let shared_addr = shared as usize;
     let child = fork_child(move || {
         let shared = shared_addr as *mut libc::pthread_mutex_t;
@@ -818,28 +787,12 @@ fn a_writer_killed_at_every_step_of_its_unlock_strands_no_reader() {
     });
 }
 
-/// A process-shared robust pthread mutex in a fresh shared page, and the page.
+/// A process-shared robust pthread mutex in a fresh shared page.
 fn glibc_robust_mutex() -> *mut libc::pthread_mutex_t {
-    // SAFETY: a fresh anonymous shared mapping of one page, ours, never unmapped; the mutex in
-    // it is initialized with process-shared, robust attributes.
-    unsafe {
-        let page = libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(page, libc::MAP_FAILED);
-        let mutex = page.cast::<libc::pthread_mutex_t>();
-        let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
-        libc::pthread_mutexattr_init(&mut attr);
-        libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
-        libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
-        assert_eq!(libc::pthread_mutex_init(mutex, &attr), 0);
-        mutex
-    }
+    let mutex = futexkit_support::shared::shared_page().cast::<libc::pthread_mutex_t>();
+    // SAFETY: a fresh page, which nothing uses yet.
+    unsafe { futexkit_support::shared::init_robust_pthread_mutex(mutex) };
+    mutex
 }
 
 /// Whether the glibc mutex reports its holder's death (rather than staying held).

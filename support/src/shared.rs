@@ -39,8 +39,8 @@ impl Mapping {
     /// robust too).
     fn new() -> Mapping {
         let len = core::mem::size_of::<Shared>();
-        // SAFETY: a fresh anonymous shared mapping, zeroed by the kernel; the pthread objects in
-        // it are initialized by their init calls with process-shared attributes before use.
+        // SAFETY: a fresh anonymous shared mapping, zeroed by the kernel, of `len` bytes; the
+        // pthread objects in it are initialized by their init calls before use.
         unsafe {
             let p = libc::mmap(
                 core::ptr::null_mut(),
@@ -52,11 +52,7 @@ impl Mapping {
             );
             assert_ne!(p, libc::MAP_FAILED);
             let shared = p.cast::<Shared>();
-            let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
-            libc::pthread_mutexattr_init(&mut attr);
-            libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
-            libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
-            assert_eq!(libc::pthread_mutex_init(&mut (*shared).mutex, &attr), 0);
+            init_robust_pthread_mutex(&raw mut (*shared).mutex);
             let mut cattr: libc::pthread_condattr_t = core::mem::zeroed();
             libc::pthread_condattr_init(&mut cattr);
             libc::pthread_condattr_setpshared(&mut cattr, libc::PTHREAD_PROCESS_SHARED);
@@ -91,6 +87,42 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: the whole mapping made in `new`; its children have exited.
         unsafe { libc::munmap(self.0.cast(), core::mem::size_of::<Shared>()) };
+    }
+}
+
+/// A fresh page of memory shared with every child forked after this, zeroed; never unmapped
+/// (the tests that use it hand its address to children and keep it for their whole run).
+pub fn shared_page() -> *mut u8 {
+    // SAFETY: a fresh anonymous shared mapping, chosen by the kernel, aliasing nothing.
+    let page = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    page.cast()
+}
+
+/// Initializes a process-shared, robust pthread mutex at `mutex` (glibc's robust mutex, which
+/// futexkit::shared is compared with and must coexist with).
+///
+/// # Safety
+///
+/// `mutex` must be valid for writes of a `pthread_mutex_t` that nothing uses yet.
+pub unsafe fn init_robust_pthread_mutex(mutex: *mut libc::pthread_mutex_t) {
+    // SAFETY: an attribute object on our stack, initialized before use; the caller vouches for
+    // `mutex`.
+    unsafe {
+        let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
+        libc::pthread_mutexattr_init(&mut attr);
+        libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+        libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
+        assert_eq!(libc::pthread_mutex_init(mutex, &attr), 0);
     }
 }
 

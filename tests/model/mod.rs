@@ -16,6 +16,16 @@ pub use shuttle::{sync::atomic, sync::Arc, thread};
 /// The timeout of timed calls in scenarios: long enough never to pass during a run.
 pub const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// Sizes of a scenario (threads, and operations each): `loom`'s under loom, which explores
+/// every interleaving and so takes small ones, `shuttle`'s under shuttle.
+pub fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
+    if cfg!(loom) {
+        loom
+    } else {
+        shuttle
+    }
+}
+
 /// Explores `f`: with loom, every interleaving within `preemptions` preemptions (or fewer if
 /// `LOOM_MAX_PREEMPTIONS` says so); with shuttle, `SHUTTLE_ITERATIONS` (default 2000) PCT
 /// schedules of depth 3.
