@@ -75,6 +75,23 @@ impl Row {
         }
     }
 
+    /// Whether the two sides are threads of one process or two processes.
+    fn side(self) -> Side {
+        match self {
+            Row::Seccomp { side, .. } => side,
+            Row::PingPong(_) | Row::FlipCall(Placement::Thread) => Side::Thread,
+            Row::FlipCall(Placement::Process) | Row::FutexCrossProcess => Side::Process,
+        }
+    }
+
+    /// The row this one is compared with: futex wake+wait with the same placement.
+    fn is_baseline(self) -> bool {
+        matches!(
+            self,
+            Row::PingPong(Mechanism::FutexWakeWait) | Row::FutexCrossProcess
+        )
+    }
+
     /// Runs `n` round trips on a fresh pair; the time they took.
     fn run(self, n: u64) -> Duration {
         match self {
@@ -122,7 +139,7 @@ fn main() {
     let (mut batches, batch_time) = if quick {
         (5, Duration::from_millis(20))
     } else {
-        (11, Duration::from_millis(60))
+        (21, Duration::from_millis(60))
     };
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--batches") {
@@ -163,10 +180,15 @@ fn main() {
     }
     println!();
     println!("|---|{}", "---|---|".repeat(loads.len()));
+    let baseline = |side: Side| {
+        rows.iter()
+            .position(|r| r.is_baseline() && r.side() == side)
+            .expect("both baselines are measured")
+    };
     for (i, row) in rows.iter().enumerate() {
         print!("| {} |", row.name());
         for result in &results {
-            let base = result[0].mean;
+            let base = result[baseline(row.side())].mean;
             let r = result[i];
             print!(
                 " {} ({}, {}) | {:.2}x |",
@@ -178,7 +200,7 @@ fn main() {
         }
         println!();
     }
-    println!("\n\"vs wake+wait\": futex wake+wait's mean over this row's mean (above 1: faster).");
+    println!("\n\"vs wake+wait\": the mean of futex wake+wait with the same placement (threads or processes) over this row's mean (above 1: faster).");
 }
 
 #[derive(Clone, Copy)]
