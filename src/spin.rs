@@ -17,6 +17,7 @@
 //! | `Spinner::spinning` | per hand-off primitive | threads spinning on it now, at most `max_spinners` | a `SpinnerSlot` taken and dropped |
 //! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
+//! | `NOTIFY_HISTORY.found_no_sleeper` | per thread | its last notify found nobody asleep, and no wait has read that since | set by a notify with no sleepers; cleared by the next notify spin decision |
 //! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
 //! | `TALLIES`, `TOTALS` | per thread, per process | what the policy decided ([`decisions`]) | every decision; added to the process's every `FLUSH_EVERY` |
 //!
@@ -39,9 +40,14 @@
 //!   credit, a lost one costs it, and a spin that took far longer than its budget (the thread
 //!   was preempted while spinning: its CPU is wanted) loses all of it. With no credit it sleeps
 //!   at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays
-//!   again. Credit is per thread, not per Condvar (which stays std's size): a thread's waits
-//!   tend to be of one kind (a worker waiting for jobs, one side of a ping-pong). A barrier's
-//!   waiter spins only where all parties can run at once.
+//!   again. It also spins, credit or not, in its first wait after a notify of its own that
+//!   found nobody asleep (`notify_found_no_sleeper`): whoever waits on what it notified is
+//!   awake, and in a hand-off through a Condvar that is the thread about to answer. Without
+//!   this, two threads that take turns and have both fallen asleep could never find out that
+//!   spinning pays again where waking a thread costs more than the spin's budget: each probe
+//!   meets a partner that must first be woken. Credit is per thread, not per Condvar (which
+//!   stays std's size): a thread's waits tend to be of one kind (a worker waiting for jobs,
+//!   one side of a ping-pong). A barrier's waiter spins only where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -437,10 +443,12 @@ pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
 /// What a thread's recent waits for a notify ([`spin_for_notify`]) taught: `credit` says how
 /// well its spins have been paying (0: not at all; spinning stops), `skipped` counts waits
 /// since its last spin, so that a thread that stopped still tries one spin in
-/// `NOTIFY_PROBE_EVERY` and finds out when spinning would pay again.
+/// `NOTIFY_PROBE_EVERY` and finds out when spinning would pay again; `found_no_sleeper` says
+/// that its last notify woke nobody because nobody slept ([`notify_found_no_sleeper`]).
 struct NotifyHistory {
     credit: core::cell::Cell<u8>,
     skipped: core::cell::Cell<u8>,
+    found_no_sleeper: core::cell::Cell<bool>,
 }
 
 /// The most credit a run of winning spins builds up: that many losing spins in a row stop it.
@@ -461,6 +469,7 @@ std::thread_local! {
         NotifyHistory {
             credit: core::cell::Cell::new(0),
             skipped: core::cell::Cell::new(0),
+            found_no_sleeper: core::cell::Cell::new(false),
         }
     };
 }
@@ -474,7 +483,9 @@ std::thread_local! {
 /// learned per thread (a thread's waits tend to be of one kind: a worker waiting for jobs,
 /// one side of a ping-pong): spins that win earn credit and spins that lose cost it, and a
 /// spin that lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
-/// spinning, so its spinning takes a CPU that other threads want. Without credit, one wait in `NOTIFY_PROBE_EVERY` spins anyway.
+/// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
+/// anyway when its thread's last notify found nobody asleep, and one wait in
+/// `NOTIFY_PROBE_EVERY` spins as a probe.
 /// Nothing here can make a wait longer than its budget: the budget never grows.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
@@ -485,7 +496,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         return false;
     }
     let spin_now = NOTIFY_HISTORY.with(|h| {
-        if h.credit.get() > 0 {
+        if h.found_no_sleeper.replace(false) || h.credit.get() > 0 {
             return true;
         }
         let skipped = h.skipped.get() + 1;
@@ -523,6 +534,16 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         Tally::NotifyLost
     });
     won
+}
+
+/// Tells the policy that a notify of this thread's found nobody asleep on its Condvar, so its
+/// waiters, if any, are running: this thread's next wait for a notify spins, credit or not
+/// ([`spin_for_notify`]). A policy input only: the notify itself is complete.
+#[inline]
+pub(crate) fn notify_found_no_sleeper() {
+    if machine().spin_wait_hints > 0 {
+        NOTIFY_HISTORY.with(|h| h.found_no_sleeper.set(true));
+    }
 }
 
 /// The spin of a barrier's waiter, waiting for the rest of `parties` to arrive:

@@ -1,6 +1,6 @@
 //! The spin policy's decisions as a user sees them (`futexkit::spin::decisions`): every wait that
-//! reaches the policy is counted once, as won, lost or skipped. Never asserts which: that
-//! depends on the machine and its load. The counts are the process's, so everything that counts
+//! reaches the policy is counted once, as won, lost or skipped. Never asserts which where that
+//! depends on the machine and its load; only where no other thread could end the spin. The counts are the process's, so everything that counts
 //! runs in one test, one step after another.
 #![cfg(not(model))]
 
@@ -18,6 +18,7 @@ fn total(o: Outcomes) -> u64 {
 #[test]
 fn every_wait_that_reaches_the_policy_is_counted() {
     a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped();
+    a_wait_after_a_notify_that_found_nobody_asleep_spins();
     a_condvar_ping_pong_counts_its_waits();
     a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped();
 }
@@ -37,6 +38,29 @@ fn a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped() {
     .unwrap();
     let after = decisions().notify;
     assert!(after.lost + after.skipped > before.lost + before.skipped);
+}
+
+fn a_wait_after_a_notify_that_found_nobody_asleep_spins() {
+    if futexkit::capabilities().usable_cpus() < 2 {
+        return; // nothing spins with one CPU
+    }
+    // A fresh thread has no credit: its first wait would sleep at once (counted as skipped),
+    // unless its own notify just found nobody asleep. Nobody notifies it, so the spin loses.
+    let before = decisions().notify;
+    std::thread::spawn(|| {
+        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
+        let guard = mutex.lock().unwrap();
+        condvar.notify_one();
+        let (_guard, timeout) = condvar
+            .wait_timeout(guard, Duration::from_millis(5))
+            .unwrap();
+        assert!(timeout.timed_out());
+    })
+    .join()
+    .unwrap();
+    let after = decisions().notify;
+    assert_eq!(after.lost, before.lost + 1, "{before:?} -> {after:?}");
+    assert_eq!(after.skipped, before.skipped, "{before:?} -> {after:?}");
 }
 
 fn a_condvar_ping_pong_counts_its_waits() {

@@ -33,7 +33,9 @@
 //! * **spin**: between the unlock and the add to `sleepers`, a wait may spin on `seq`, as the
 //!   spin policy decides (`crate::spin::spin_for_notify`). A change seen there ends the wait as
 //!   a wake would; the spinner is not counted in `sleepers`, so the notify made no syscall.
-//!   The spin only reads `seq`: the protocol above is the same with or without it.
+//!   The spin only reads `seq`: the protocol above is the same with or without it. A notify
+//!   that finds no sleeper tells the policy so (its waiters are awake), which only changes
+//!   whether the notifier's own next wait spins.
 
 use core::fmt;
 
@@ -103,6 +105,8 @@ impl RawCondvar {
         // (module documentation, "notify").
         if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
             let _ = self.seq.wake(n);
+        } else {
+            crate::spin::notify_found_no_sleeper();
         }
     }
 
