@@ -46,7 +46,7 @@ fn main() {
     };
     println!("{}", futexkit::capabilities());
     println!(
-        "swap mode: {:?}; one round trip = a request of N bytes and a reply of N bytes, each copied in and out; median of {batches} interleaved batches of ~{batch_time:?}",
+        "swap mode: {:?}; one round trip = a request of N bytes and a reply of N bytes, each copied in and out; {batches} interleaved batches of ~{batch_time:?}",
         futexkit::swap::mode()
     );
     println!();
@@ -82,14 +82,14 @@ fn main() {
         println!(" in-process / cross-process | wake+wait / FlipCall, in-process | wake+wait / FlipCall, cross-process |");
         println!("|---|---|---|---|---|---|---|---|");
         for len in PAYLOADS {
-            let t = interleaved_medians(&mut clients, len, batches, batch_time);
-            let us = t.map(|d| d.as_secs_f64() * 1e6);
+            let stats = interleaved(&mut clients, len, batches, batch_time);
+            let us = stats.map(|s| s.mean.as_secs_f64() * 1e6);
             println!(
-                "| {len} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                us[0],
-                us[1],
-                us[2],
-                us[3],
+                "| {len} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                stats[0],
+                stats[1],
+                stats[2],
+                stats[3],
                 us[0] / us[1],
                 us[2] / us[0],
                 us[3] / us[1],
@@ -97,7 +97,7 @@ fn main() {
         }
         println!();
     }
-    println!("Ratios: in-process / cross-process above 1 means one process is slower than two; wake+wait / FlipCall above 1 means FlipCall is faster.");
+    println!("Each cell: the mean round trip (total time over total round trips, so a slow batch counts), then the fastest and slowest batch. Ratios of the means: in-process / cross-process above 1 means one process is slower than two; wake+wait / FlipCall above 1 means FlipCall is faster.");
     println!();
 
     copy_costs(batches, batch_time);
@@ -106,14 +106,38 @@ fn main() {
     demonstrate_peer_death(exec_client, &mut server_process);
 }
 
-/// Median time per round trip of each client, batches interleaved (the order rotating) so
-/// drift in machine load hits all alike.
-fn interleaved_medians(
+/// One client's round trips over its batches.
+#[derive(Clone, Copy)]
+struct RoundTrips {
+    /// Total time over total round trips.
+    mean: Duration,
+    /// The fastest batch's round trip.
+    fastest: Duration,
+    /// The slowest batch's round trip.
+    slowest: Duration,
+}
+
+impl std::fmt::Display for RoundTrips {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        write!(
+            f,
+            "{:.2} ({:.2}-{:.2})",
+            us(self.mean),
+            us(self.fastest),
+            us(self.slowest)
+        )
+    }
+}
+
+/// Round trips of each client, batches interleaved (the order rotating) so drift in machine
+/// load hits all alike.
+fn interleaved(
     clients: &mut [Client; 4],
     len: usize,
     batches: usize,
     batch_time: Duration,
-) -> [Duration; 4] {
+) -> [RoundTrips; 4] {
     let sizes: Vec<u64> = clients
         .iter_mut()
         .map(|client| batch_size(client, len, batch_time))
@@ -126,9 +150,12 @@ fn interleaved_medians(
             samples[i].push(clients[i].round_trips(len, n) / n as u32);
         }
     }
-    samples.map(|mut s| {
-        s.sort();
-        s[s.len() / 2]
+    // A client's batches all have the same number of round trips, so the mean of their
+    // per-round-trip times is total time over total round trips.
+    samples.map(|s| RoundTrips {
+        mean: s.iter().sum::<Duration>() / s.len() as u32,
+        fastest: *s.iter().min().expect("at least one batch"),
+        slowest: *s.iter().max().expect("at least one batch"),
     })
 }
 

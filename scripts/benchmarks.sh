@@ -228,7 +228,7 @@ note "Reading: a filtered client thread's one intercepted call is answered by a 
     echo "- what the kernel offers (\`cargo run --example probe\` says how each was decided): \`$(cat "$tmp/caps.txt")\`"
     echo "- date: $today"
     echo
-    echo "futexkit / best is futexkit's figure against the better of std's and parking_lot's: above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians; single figures on a shared or virtual machine move from run to run, ratios within one run much less."
+    echo "futexkit / best is futexkit's figure against the better of std's and parking_lot's: above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
     echo
     cat "$body"
 } >"$out"
