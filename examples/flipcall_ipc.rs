@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use flipcall::{AnyEndpoint, Client, Mechanism, Placement, MAX_PAYLOAD, PAYLOADS};
 use futexkit::flipcall::{Endpoint, Error, PacketWindow};
-use pingpong::BackgroundLoad;
+use pingpong::{BackgroundLoad, RoundTrips};
 
 /// A request whose first byte is this makes the server hold the turn forever (until killed).
 const HANG: u8 = 0xff;
@@ -86,10 +86,10 @@ fn main() {
             let us = stats.map(|s| s.mean.as_secs_f64() * 1e6);
             println!(
                 "| {len} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
-                stats[0],
-                stats[1],
-                stats[2],
-                stats[3],
+                cell(stats[0]),
+                cell(stats[1]),
+                cell(stats[2]),
+                cell(stats[3]),
                 us[0] / us[1],
                 us[2] / us[0],
                 us[3] / us[1],
@@ -106,28 +106,15 @@ fn main() {
     demonstrate_peer_death(exec_client, &mut server_process);
 }
 
-/// One client's round trips over its batches.
-#[derive(Clone, Copy)]
-struct RoundTrips {
-    /// Total time over total round trips.
-    mean: Duration,
-    /// The fastest batch's round trip.
-    fastest: Duration,
-    /// The slowest batch's round trip.
-    slowest: Duration,
-}
-
-impl std::fmt::Display for RoundTrips {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let us = |d: Duration| d.as_secs_f64() * 1e6;
-        write!(
-            f,
-            "{:.2} ({:.2}-{:.2})",
-            us(self.mean),
-            us(self.fastest),
-            us(self.slowest)
-        )
-    }
+/// A table cell: the mean round trip in µs, then the fastest and slowest batch's.
+fn cell(r: RoundTrips) -> String {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    format!(
+        "{:.2} ({:.2} - {:.2})",
+        us(r.mean),
+        us(r.fastest),
+        us(r.slowest)
+    )
 }
 
 /// Round trips of each client, batches interleaved (the order rotating) so drift in machine
@@ -179,7 +166,7 @@ fn copy_costs(batches: usize, batch_time: Duration) {
     let (mut private, _private_server) = flipcall::holding_pair(MAX_PAYLOAD);
     let (mut shared, _shared_server) = flipcall::holding_shared(MAX_PAYLOAD);
     let mut buffer = vec![7u8; MAX_PAYLOAD];
-    println!("### Copying a message in and out (`write_from` + `read_into`, ns; lower is better)");
+    println!("### Copying a message in and out (`write_from` + `read_into`, ns, median of {batches} batches; lower is better)");
     println!();
     println!("| payload (B) | in-process (plain copies) | shared window (atomic copies) | shared window, `memcpy` (unsafe) | atomic / memcpy |");
     println!("|---|---|---|---|---|");

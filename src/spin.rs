@@ -17,7 +17,8 @@
 //! | `Spinner::spinning` | per hand-off primitive | threads spinning on it now, at most `max_spinners` | a `SpinnerSlot` taken and dropped |
 //! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
-//! | `NOTIFY_HISTORY.found_no_sleeper` | per thread | its last notify found nobody asleep, and no wait has read that since | set by a notify with no sleepers; cleared by the next notify spin decision |
+//! | `NOTIFY_HISTORY.found_no_sleeper` | per thread | a notify of its found nobody asleep, and no wait has decided since | set by a notify with no sleepers; cleared by its next wait that reaches the decision |
+//! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
 //! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
 //! | `TALLIES`, `TOTALS` | per thread, per process | what the policy decided ([`decisions`]) | every decision; added to the process's every `FLUSH_EVERY` |
 //!
@@ -40,14 +41,17 @@
 //!   credit, a lost one costs it, and a spin that took far longer than its budget (the thread
 //!   was preempted while spinning: its CPU is wanted) loses all of it. With no credit it sleeps
 //!   at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays
-//!   again. It also spins, credit or not, in its first wait after a notify of its own that
-//!   found nobody asleep (`notify_found_no_sleeper`): whoever waits on what it notified is
-//!   awake, and in a hand-off through a Condvar that is the thread about to answer. Without
-//!   this, two threads that take turns and have both fallen asleep could never find out that
-//!   spinning pays again where waking a thread costs more than the spin's budget: each probe
-//!   meets a partner that must first be woken. Credit is per thread, not per Condvar (which
-//!   stays std's size): a thread's waits tend to be of one kind (a worker waiting for jobs,
-//!   one side of a ping-pong). A barrier's waiter spins only where all parties can run at once.
+//!   again. It also spins, credit or not (but not right after a preempted spin), in its next
+//!   wait after a notify of its own found nobody asleep (`notify_found_no_sleeper`): the
+//!   waiters of what it notified, if any, are running, and in a hand-off through a Condvar the
+//!   one that spins is the thread about to answer. This is what lets two threads that take
+//!   turns spin again once both have slept: a probe of one side that wins (its partner's wake
+//!   happened to be quick) finds the partner awake when it notifies it, and the partner's own
+//!   notify finds it spinning, so both sides spin from then on; with credit alone, the probe's
+//!   winner would lose its next spins to a partner that still sleeps wherever a wake-up costs
+//!   more than the spin's budget. Credit is per thread, not per Condvar (which stays std's
+//!   size): a thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
+//!   ping-pong). A barrier's waiter spins only where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -63,7 +67,8 @@
 //!   primitives: the pair of threads a hand-off serves may be in one process or in two, and
 //!   must fare the same either way.
 //! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed: a long wait can only
-//!   take credit away. A hand-off's budget follows its waits, but a wait beyond the cap teaches
+//!   take credit away, and a preempted spin stops a thread's notify spins, the ones a notify
+//!   finding nobody asleep asks for included, until a probe spins unpreempted. A hand-off's budget follows its waits, but a wait beyond the cap teaches
 //!   it to spin less, and a spin that delays its partner (preemption, a sleep shorter than the
 //!   spin) resets it to none.
 //!
@@ -444,11 +449,13 @@ pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
 /// well its spins have been paying (0: not at all; spinning stops), `skipped` counts waits
 /// since its last spin, so that a thread that stopped still tries one spin in
 /// `NOTIFY_PROBE_EVERY` and finds out when spinning would pay again; `found_no_sleeper` says
-/// that its last notify woke nobody because nobody slept ([`notify_found_no_sleeper`]).
+/// that a notify of its woke nobody because nobody slept ([`notify_found_no_sleeper`]), and
+/// `preempted` that its last spin was preempted (which `found_no_sleeper` does not override).
 struct NotifyHistory {
     credit: core::cell::Cell<u8>,
     skipped: core::cell::Cell<u8>,
     found_no_sleeper: core::cell::Cell<bool>,
+    preempted: core::cell::Cell<bool>,
 }
 
 /// The most credit a run of winning spins builds up: that many losing spins in a row stop it.
@@ -470,6 +477,7 @@ std::thread_local! {
             credit: core::cell::Cell::new(0),
             skipped: core::cell::Cell::new(0),
             found_no_sleeper: core::cell::Cell::new(false),
+            preempted: core::cell::Cell::new(false),
         }
     };
 }
@@ -484,8 +492,8 @@ std::thread_local! {
 /// one side of a ping-pong): spins that win earn credit and spins that lose cost it, and a
 /// spin that lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
 /// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
-/// anyway when its thread's last notify found nobody asleep, and one wait in
-/// `NOTIFY_PROBE_EVERY` spins as a probe.
+/// anyway when a notify of its thread found nobody asleep since its last decision (unless its
+/// last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe.
 /// Nothing here can make a wait longer than its budget: the budget never grows.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
@@ -496,7 +504,8 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         return false;
     }
     let spin_now = NOTIFY_HISTORY.with(|h| {
-        if h.found_no_sleeper.replace(false) || h.credit.get() > 0 {
+        let partner_awake = h.found_no_sleeper.replace(false) && !h.preempted.get();
+        if partner_awake || h.credit.get() > 0 {
             return true;
         }
         let skipped = h.skipped.get() + 1;
@@ -519,6 +528,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     };
     let preempted = started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
     NOTIFY_HISTORY.with(|h| {
+        h.preempted.set(preempted);
         let credit = h.credit.get();
         h.credit.set(if preempted {
             0
@@ -538,11 +548,13 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
 
 /// Tells the policy that a notify of this thread's found nobody asleep on its Condvar, so its
 /// waiters, if any, are running: this thread's next wait for a notify spins, credit or not
-/// ([`spin_for_notify`]). A policy input only: the notify itself is complete.
+/// ([`spin_for_notify`]). A policy input only: the notify itself is complete. It measures
+/// nothing (a notify never starts the policy's one-time measurement of the machine) and does
+/// nothing under a model checker or where the thread's locals are gone.
 #[inline]
 pub(crate) fn notify_found_no_sleeper() {
-    if machine().spin_wait_hints > 0 {
-        NOTIFY_HISTORY.with(|h| h.found_no_sleeper.set(true));
+    if !MODEL_CHECKED {
+        let _ = NOTIFY_HISTORY.try_with(|h| h.found_no_sleeper.set(true));
     }
 }
 

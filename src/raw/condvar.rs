@@ -34,8 +34,8 @@
 //!   spin policy decides (`crate::spin::spin_for_notify`). A change seen there ends the wait as
 //!   a wake would; the spinner is not counted in `sleepers`, so the notify made no syscall.
 //!   The spin only reads `seq`: the protocol above is the same with or without it. A notify
-//!   that finds no sleeper tells the policy so (its waiters are awake), which only changes
-//!   whether the notifier's own next wait spins.
+//!   that finds no sleeper tells the policy so (its waiters, if any, are running), which only
+//!   changes whether the notifier's own next wait spins.
 
 use core::fmt;
 

@@ -16,7 +16,7 @@
 //!   changed the condition under the mutex after this unlock, so it sees the count (the mutex
 //!   orders them) and changes `seq` after it was read: the sleep returns at once or is woken.
 //! * **notify**: with no sleepers counted, add 1 to `seq` (no system call, and the spin policy
-//!   is told that nobody slept: `notify_found_no_sleeper`); else add 1 and wake one or all
+//!   is told that nobody waits: `notify_found_no_sleeper`); else add 1 and wake one or all
 //!   sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically. So a notifier killed
 //!   at any instruction either notified or did not: there is no moment with `seq` changed and
 //!   the sleepers left asleep.
