@@ -68,9 +68,9 @@
 //!   must fare the same either way.
 //! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed: a long wait can only
 //!   take credit away, and a preempted spin stops a thread's notify spins, the ones a notify
-//!   finding nobody asleep asks for included, until a probe spins unpreempted. A hand-off's budget follows its waits, but a wait beyond the cap teaches
-//!   it to spin less, and a spin that delays its partner (preemption, a sleep shorter than the
-//!   spin) resets it to none.
+//!   finding nobody asleep asks for included, until a probe spins unpreempted. A hand-off's
+//!   budget follows its waits, but a wait beyond the cap teaches it to spin less, and a spin
+//!   that delays its partner (preemption, a sleep shorter than the spin) resets it to none.
 //!
 //! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
 //! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel

@@ -1,7 +1,7 @@
 //! The spin policy's decisions as a user sees them (`futexkit::spin::decisions`): every wait
 //! that reaches the policy is counted once, as won, lost or skipped. Which one is asserted only
-//! where it does not depend on the machine and its load. The counts are the process's, so everything that counts
-//! runs in one test, one step after another.
+//! where it does not depend on the machine and its load. The counts are the process's, so
+//! everything that counts runs in one test, one step after another.
 #![cfg(not(model))]
 
 use std::time::Duration;
