@@ -424,12 +424,20 @@ impl Chain {
     /// FRONT pointed at, the entry at the separator; then FRONT points at the entry. A record
     /// of the same word left from before (its lock lost under this thread: a peer wrote its
     /// word, or its region went while a guard was leaked) is replaced, not linked twice, which
-    /// would make the list a cycle. Allocates nothing: `held` has room (`make_room`).
+    /// would make the list a cycle. Allocates and frees nothing: `held` has room
+    /// (`make_room`), and the replaced record's separator is returned, for the caller to keep
+    /// once the chain is no longer borrowed.
     #[inline]
-    fn link(&mut self, word: &RobustWord, separator: Box<PrivateEntry>) {
-        if self.held.iter().any(|h| core::ptr::eq(h.word, word)) {
-            self.unlink(word);
-        }
+    fn link(
+        &mut self,
+        word: &RobustWord,
+        separator: Box<PrivateEntry>,
+    ) -> Option<Box<PrivateEntry>> {
+        let replaced = if self.held.iter().any(|h| core::ptr::eq(h.word, word)) {
+            self.unlink(word)
+        } else {
+            None
+        };
         separator
             .next
             .store(self.front.next.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -437,6 +445,7 @@ impl Chain {
         compiler_fence(Ordering::SeqCst);
         self.front.next.store(word.entry(), Ordering::Relaxed);
         self.held.push(Held { word, separator });
+        replaced
     }
 
     /// Unlinks `word` and its separator: the entry before them (FRONT or the next-newer
@@ -596,8 +605,7 @@ pub(crate) fn acquire<R, E: From<Unsupported>>(
     let taken = take(tid);
     let unused = if taken.is_ok() {
         // SAFETY: as above.
-        unsafe { &mut *chain }.link(word, separator);
-        None
+        unsafe { &mut *chain }.link(word, separator)
     } else {
         Some(separator)
     };
