@@ -480,25 +480,18 @@ impl<S: Scope> Futex<S> {
     ///
     /// [`Error::InvalidArgument`] for any other value.
     pub(crate) fn store_and_wake(&self, value: u32, n: u32) -> Result<usize, Error> {
-        let signed = value as i32;
-        let operation = if (-2048..2048).contains(&signed) {
+        let set = |oparg| WakeOp::new(WakeOpKind::Set, oparg, WakeOpCmp::Eq, 0);
+        let operation = if value.is_power_of_two() {
+            set(value.trailing_zeros())?.with_shifted_operand()?
+        } else if (-2048..0).contains(&(value as i32)) {
+            // `WakeOp::new` refuses operands with the field's sign bit set; the kernel
+            // sign-extends the 12 bits, so these are the negative values it can express.
             WakeOp {
-                kind: WakeOpKind::Set,
-                shift: false,
                 oparg: value & 0xfff,
-                cmp: WakeOpCmp::Eq,
-                cmparg: 0,
-            }
-        } else if value.is_power_of_two() {
-            WakeOp {
-                kind: WakeOpKind::Set,
-                shift: true,
-                oparg: value.trailing_zeros(),
-                cmp: WakeOpCmp::Eq,
-                cmparg: 0,
+                ..set(0)?
             }
         } else {
-            return Err(Error::InvalidArgument);
+            set(value)?
         };
         self.apply_and_wake(operation, n)
     }
