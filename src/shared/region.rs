@@ -356,28 +356,34 @@ impl Region {
     /// threads cannot be listed).
     fn held_in_this_process(&self) -> bool {
         let ours = sys::process::thread_ids();
-        let holders = self.entries.iter().flat_map(|entry| {
+        // The object at each entry was checked when the table was read (kind, bounds,
+        // alignment, size), and each of these types starts with its raw lock, all atomics.
+        let mut holders = self.entries.iter().flat_map(|entry| {
             let at = self.base.wrapping_add(entry.offset as usize);
             let words: Box<dyn Iterator<Item = &RawSharedMutex>> =
                 match ObjectKind::from_code(entry.kind) {
-                    // SAFETY (each): the object was checked when the table was read (kind, bounds,
-                    // alignment, size); each of these types starts with its raw lock, all atomics.
-                    Some(ObjectKind::Mutex) => Box::new(core::iter::once(unsafe {
-                        RawSharedMutex::from_ptr(at.cast())
-                    })),
-                    Some(ObjectKind::RwLock) => {
-                        Box::new(unsafe { RawSharedRwLock::from_ptr(at.cast()) }.robust_words())
+                    Some(ObjectKind::Mutex) => {
+                        // SAFETY: a checked mutex entry (above).
+                        let mutex = unsafe { RawSharedMutex::from_ptr(at.cast()) };
+                        Box::new(core::iter::once(mutex))
                     }
-                    Some(ObjectKind::Barrier) => Box::new(
-                        unsafe { crate::raw::RawSharedBarrier::from_ptr(at.cast()) }.robust_words(),
-                    ),
+                    Some(ObjectKind::RwLock) => {
+                        // SAFETY: a checked rwlock entry (above).
+                        let rwlock = unsafe { RawSharedRwLock::from_ptr(at.cast()) };
+                        Box::new(rwlock.robust_words())
+                    }
+                    Some(ObjectKind::Barrier) => {
+                        // SAFETY: a checked barrier entry (above).
+                        let barrier = unsafe { crate::raw::RawSharedBarrier::from_ptr(at.cast()) };
+                        Box::new(barrier.robust_words())
+                    }
                     _ => Box::new(core::iter::empty()),
                 };
             words.filter_map(RawSharedMutex::holder)
         });
         match ours {
-            Some(ours) => holders.into_iter().any(|tid| ours.contains(&tid)),
-            None => holders.into_iter().next().is_some(),
+            Some(ours) => holders.any(|tid| ours.contains(&tid)),
+            None => holders.next().is_some(),
         }
     }
 
