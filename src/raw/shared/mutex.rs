@@ -32,9 +32,10 @@
 //!    the lock), the kernel wakes one waiter. That one wake is all a death can get, and is
 //!    enough where a release wakes one; where one must wake all (`NOT_RECOVERABLE`, whose owner
 //!    bits are not 0, and a writer's release, for every reader), the store and the wake are one
-//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while nobody can be asleep. A woken waiter that dies before it took the lock
-//!    while another thread holds it strands nobody: that holder took the word with `WAITERS`,
-//!    as the sleepers left (and the dead one) are counted, and its release wakes the next. A
+//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while nobody can be asleep. A woken
+//!    waiter that dies before it took the lock while another thread holds it strands nobody:
+//!    that holder took the word with `WAITERS`, as the sleepers left (and the dead one) are
+//!    counted, and its release wakes the next. A
 //!    waiter that dies counted leaves `sleepers` one too high for good: every take then sets
 //!    `WAITERS` and every release makes a wake system call (a cost, not a lost wakeup). Since
 //!    a take sets the bit in its CAS, a holder that dies at any instruction leaves the kernel a
