@@ -17,7 +17,7 @@
 //! | `Spinner::spinning` | per hand-off primitive | threads spinning on it now, at most `max_spinners` | a `SpinnerSlot` taken and dropped |
 //! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
-//! | `NOTIFY_HISTORY.found_no_sleeper` | per thread | a notify of its found nobody asleep, and no wait has decided since | set by a notify with no sleepers; cleared by its next wait that reaches the decision |
+//! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
 //! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
 //! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
 //! | `TALLIES`, `TOTALS` | per thread, per process | what the policy decided ([`decisions`]) | every decision; added to the process's every `FLUSH_EVERY` |
@@ -42,16 +42,20 @@
 //!   was preempted while spinning: its CPU is wanted) loses all of it. With no credit it sleeps
 //!   at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays
 //!   again. It also spins, credit or not (but not right after a preempted spin), in its next
-//!   wait after a notify of its own found nobody asleep (`notify_found_no_sleeper`): the
-//!   waiters of what it notified, if any, are running, and in a hand-off through a Condvar the
-//!   one that spins is the thread about to answer. This is what lets two threads that take
-//!   turns spin again once both have slept: a probe of one side that wins (its partner's wake
-//!   happened to be quick) finds the partner awake when it notifies it, and the partner's own
-//!   notify finds it spinning, so both sides spin from then on; with credit alone, the probe's
-//!   winner would lose its next spins to a partner that still sleeps wherever a wake-up costs
-//!   more than the spin's budget. Credit is per thread, not per Condvar (which stays std's
-//!   size): a thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
-//!   ping-pong). A barrier's waiter spins only where all parties can run at once.
+//!   wait after a notify of its own woke nobody (`notified`): the waiters of what it
+//!   notified, if any, are running, and in a hand-off through a Condvar the one that spins is
+//!   the thread about to answer. This is what keeps two threads that take turns spinning: each
+//!   one's notify finds the other spinning, so each one's next wait spins too. To get there
+//!   once both sleep, a probe must outlast a wake-up (tens of microseconds on a virtual
+//!   machine, far beyond the budget): so a probe right after a notify of its own woke a
+//!   sleeper (a hand-off: the woken thread is likely the one to answer) spins up to
+//!   `HAND_OFF_PROBE_BUDGETS` budgets, each after the first only while every runnable thread on
+//!   the system has a CPU (`/proc/loadavg`'s count of runnable threads, this one included, at
+//!   most the usable CPUs) and none preempted: a long probe takes no CPU another thread wants.
+//!   A won probe gives credit, and the partner's notify then finds this thread spinning. Credit
+//!   is per thread, not per Condvar (which stays std's size): a thread's waits tend to be of one
+//!   kind (a worker waiting for jobs, one side of a ping-pong). A barrier's waiter spins only
+//!   where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -66,17 +70,20 @@
 //!   CPU). At most `max_spinners` threads spin on one primitive; there is no limit across
 //!   primitives: the pair of threads a hand-off serves may be in one process or in two, and
 //!   must fare the same either way.
-//! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed: a long wait can only
-//!   take credit away, and a preempted spin stops a thread's notify spins, the ones a notify
-//!   finding nobody asleep asks for included, until a probe spins unpreempted. A hand-off's
+//! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed (a probe's too): a
+//!   long wait can only take credit away, and a preempted spin stops a thread's notify spins,
+//!   the ones a notify that woke nobody asks for included, until a probe spins unpreempted. A
+//!   hand-off's
 //!   budget follows its waits, but a wait beyond the cap teaches it to spin less, and a spin
 //!   that delays its partner (preemption, a sleep shorter than the spin) resets it to none.
 //!
 //! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
 //! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
-//! probe, no file, no environment. After that, a lock waiter's spin reads one cached value; a
-//! notify waiter's reads the clock before and after its spin; a hand-off waiter reads a clock
-//! and its thread's preemption count only around a sleep.
+//! probe, no environment. After that, a lock waiter's spin reads one cached value; a notify
+//! waiter's reads the clock around each budget of its spin, and a long probe reads
+//! `/proc/loadavg` between budgets (one `pread` of a descriptor opened, close-on-exec, at the
+//! first long probe and kept); a hand-off waiter reads a clock and its thread's preemption
+//! count only around a sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -209,6 +216,16 @@ impl SpinWait {
         }
         if self.run == 1 {
             count(Tally::LockStarted);
+        }
+        self.spin_run()
+    }
+
+    /// The hints of [`spin`](SpinWait::spin), counted as nothing: one run, twice as long as
+    /// the last, or false once the budget is spent.
+    #[inline]
+    fn spin_run(&mut self) -> bool {
+        if self.hints_left == 0 {
+            return false;
         }
         let run = self.run.min(self.hints_left);
         for _ in 0..run {
@@ -447,15 +464,26 @@ pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
 
 /// What a thread's recent waits for a notify ([`spin_for_notify`]) taught: `credit` says how
 /// well its spins have been paying (0: not at all; spinning stops), `skipped` counts waits
-/// since its last spin, so that a thread that stopped still tries one spin in
-/// `NOTIFY_PROBE_EVERY` and finds out when spinning would pay again; `found_no_sleeper` says
-/// that a notify of its woke nobody because nobody slept ([`notify_found_no_sleeper`]), and
-/// `preempted` that its last spin was preempted (which `found_no_sleeper` does not override).
+/// since its last spin, so that a thread that stopped still probes once in
+/// `NOTIFY_PROBE_EVERY` waits and finds out when spinning would pay again; `last_notify` says
+/// what its latest notify since its last decision found ([`notified`]), and `preempted` that
+/// its last spin was preempted (which a notify that found its waiters awake does not override).
 struct NotifyHistory {
     credit: core::cell::Cell<u8>,
     skipped: core::cell::Cell<u8>,
-    found_no_sleeper: core::cell::Cell<bool>,
+    last_notify: core::cell::Cell<LastNotify>,
     preempted: core::cell::Cell<bool>,
+}
+
+/// What a thread's latest notify found, until its next wait for a notify decides.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LastNotify {
+    /// No notify since the last decision.
+    None,
+    /// It woke nobody from a sleep: its waiters, if any, are running.
+    FoundAwake,
+    /// It woke a sleeping thread, which is likely the one to answer this thread's next wait.
+    WokeSleeper,
 }
 
 /// The most credit a run of winning spins builds up: that many losing spins in a row stop it.
@@ -464,19 +492,32 @@ const MAX_NOTIFY_CREDIT: u8 = 8;
 /// least one spin in three wins (a win saves a sleep and a wake, which cost more than the
 /// spin's budget; a loss wastes the budget).
 const NOTIFY_WIN_CREDIT: u8 = 2;
-/// A notify spin that lasted this long was preempted: its hints take `SPIN_WAIT_NS`, and a
-/// few times that leaves room for the looks themselves and a slow clock read, not for a time
-/// slice given to another thread. Measured with two clock reads, so no system call.
+/// A budget of a notify spin that lasted this long was preempted: its hints take
+/// `SPIN_WAIT_NS`, and a few times that leaves room for the looks themselves and a slow clock
+/// read, not for a time slice given to another thread. Measured with two clock reads, so no
+/// system call.
 const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
-/// A thread whose spins stopped paying still spins once in this many waits.
+/// A thread whose spins stopped paying still probes once in this many waits.
 const NOTIFY_PROBE_EVERY: u8 = 16;
+/// The most budgets of `SPIN_WAIT_NS` a probe after a hand-off spins: as long as a hand-off
+/// waiter's longest spin, so that it outlasts the wake-up of the thread it woke and can find
+/// out whether that thread's answer would come to a spinning waiter.
+const HAND_OFF_PROBE_BUDGETS: u32 = MAX_SPIN_NS / SPIN_WAIT_NS;
+
+/// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
+/// most the CPUs this process may use. Then a spin takes no CPU that another thread wants.
+/// False where the count cannot be read. One `pread`, so asked only by a long probe, between
+/// its budgets.
+fn every_runnable_thread_has_a_cpu() -> bool {
+    crate::futex::sys::thread::runnable_threads().is_some_and(|n| n as usize <= usable_cpus())
+}
 
 std::thread_local! {
     static NOTIFY_HISTORY: NotifyHistory = const {
         NotifyHistory {
             credit: core::cell::Cell::new(0),
             skipped: core::cell::Cell::new(0),
-            found_no_sleeper: core::cell::Cell::new(false),
+            last_notify: core::cell::Cell::new(LastNotify::None),
             preempted: core::cell::Cell::new(false),
         }
     };
@@ -490,11 +531,15 @@ std::thread_local! {
 /// is the short, fixed one of a lock waiter, never learned longer. Whether to spin at all is
 /// learned per thread (a thread's waits tend to be of one kind: a worker waiting for jobs,
 /// one side of a ping-pong): spins that win earn credit and spins that lose cost it, and a
-/// spin that lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
-/// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
-/// anyway when a notify of its thread found nobody asleep since its last decision (unless its
-/// last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe.
-/// Nothing here can make a wait longer than its budget: the budget never grows.
+/// spin one of whose budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was
+/// preempted while spinning, so its spinning takes a CPU that other threads want. Without
+/// credit, a wait spins anyway when a notify of its thread found its waiters awake since its
+/// last decision (unless its last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY`
+/// spins as a probe: one budget, or, right after a notify of its thread woke a sleeper (a
+/// hand-off: the woken thread is likely the one to answer), up to `HAND_OFF_PROBE_BUDGETS`
+/// budgets, each after the first only while every runnable thread has a CPU. Only such a probe
+/// outlasts a wake-up, so only it can find that two threads taking turns would answer each
+/// other while spinning. No budget grows with what a wait took.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
@@ -503,30 +548,42 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         count(Tally::NotifySkipped);
         return false;
     }
-    let spin_now = NOTIFY_HISTORY.with(|h| {
-        let partner_awake = h.found_no_sleeper.replace(false) && !h.preempted.get();
-        if partner_awake || h.credit.get() > 0 {
-            return true;
+    // How many budgets of `SPIN_WAIT_NS` to spin at most.
+    let budgets = NOTIFY_HISTORY.with(|h| {
+        let last_notify = h.last_notify.replace(LastNotify::None);
+        if (last_notify == LastNotify::FoundAwake && !h.preempted.get()) || h.credit.get() > 0 {
+            return 1;
         }
         let skipped = h.skipped.get() + 1;
         h.skipped.set(skipped % NOTIFY_PROBE_EVERY);
-        skipped == NOTIFY_PROBE_EVERY
+        match (skipped == NOTIFY_PROBE_EVERY, last_notify) {
+            (false, _) => 0,
+            (true, LastNotify::WokeSleeper) => HAND_OFF_PROBE_BUDGETS,
+            (true, _) => 1,
+        }
     });
-    if !spin_now {
+    if budgets == 0 {
         count(Tally::NotifySkipped);
         return false;
     }
-    let started = Instant::now();
-    let mut spin = SpinWait::new();
-    let won = loop {
-        if !spin.spin() {
-            break false;
-        }
-        if done() {
-            break true;
+    let mut spun = 0;
+    let (won, preempted) = loop {
+        spun += 1;
+        let started = Instant::now();
+        let mut spin = SpinWait::new();
+        let won = loop {
+            if !spin.spin_run() {
+                break false;
+            }
+            if done() {
+                break true;
+            }
+        };
+        let preempted = started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
+        if won || preempted || spun == budgets || !every_runnable_thread_has_a_cpu() {
+            break (won, preempted);
         }
     };
-    let preempted = started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
     NOTIFY_HISTORY.with(|h| {
         h.preempted.set(preempted);
         let credit = h.credit.get();
@@ -546,15 +603,22 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     won
 }
 
-/// Tells the policy that a notify of this thread's found nobody asleep on its Condvar, so its
-/// waiters, if any, are running: this thread's next wait for a notify spins, credit or not
-/// ([`spin_for_notify`]). A policy input only: the notify itself is complete. It measures
-/// nothing (a notify never starts the policy's one-time measurement of the machine) and does
-/// nothing under a model checker or where the thread's locals are gone.
+/// Tells the policy what a notify of this thread's did: `woken` sleepers it woke. None: its
+/// waiters, if any, are running, so this thread's next wait for a notify spins, credit or not.
+/// Some: the next wait is likely for the answer of a thread it woke, so if that wait probes, the
+/// probe may outlast the wake-up ([`spin_for_notify`]). A policy input only: the notify itself
+/// is complete. It measures nothing (a notify never starts the policy's one-time measurement
+/// of the machine) and does nothing under a model checker or where the thread's locals are
+/// gone.
 #[inline]
-pub(crate) fn notify_found_no_sleeper() {
+pub(crate) fn notified(woken: usize) {
     if !MODEL_CHECKED {
-        let _ = NOTIFY_HISTORY.try_with(|h| h.found_no_sleeper.set(true));
+        let last_notify = if woken == 0 {
+            LastNotify::FoundAwake
+        } else {
+            LastNotify::WokeSleeper
+        };
+        let _ = NOTIFY_HISTORY.try_with(|h| h.last_notify.set(last_notify));
     }
 }
 

@@ -4,6 +4,7 @@
 //! everything that counts runs in one test, one step after another.
 #![cfg(not(model))]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futexkit::spin::{decisions, Outcomes};
@@ -19,6 +20,7 @@ fn total(o: Outcomes) -> u64 {
 fn every_wait_that_reaches_the_policy_is_counted() {
     a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped();
     a_wait_after_a_notify_that_found_nobody_asleep_spins();
+    a_wait_after_a_notify_that_woke_a_sleeper_sleeps_at_once();
     a_condvar_ping_pong_counts_its_waits();
     a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped();
 }
@@ -62,6 +64,66 @@ fn a_wait_after_a_notify_that_found_nobody_asleep_spins() {
     let after = decisions().notify;
     assert_eq!(after.lost, before.lost + 1, "{before:?} -> {after:?}");
     assert_eq!(after.skipped, before.skipped, "{before:?} -> {after:?}");
+}
+
+/// Whether the thread `tid` of this process is asleep (state `S` in its `stat`).
+fn is_asleep(tid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name.split_whitespace().next() == Some("S")
+}
+
+fn a_wait_after_a_notify_that_woke_a_sleeper_sleeps_at_once() {
+    if futexkit::capabilities().usable_cpus() < 2 {
+        return; // nothing spins with one CPU
+    }
+    // A sleeper on a Condvar: a fresh thread, whose one wait sleeps at once (no credit, not
+    // its probe's turn) and is counted as skipped.
+    let shared = Arc::new((Mutex::new(false), Condvar::new()));
+    let (tid_sender, tid) = std::sync::mpsc::channel();
+    let sleeper = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            tid_sender.send(gettid()).unwrap();
+            let (mutex, condvar) = &*shared;
+            let mut notified = mutex.lock().unwrap();
+            while !*notified {
+                notified = condvar.wait(notified).unwrap();
+            }
+        })
+    };
+    let tid = tid.recv().unwrap();
+    // Nothing else puts it to sleep: asleep means asleep in the wait.
+    while !is_asleep(tid) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before = decisions().notify;
+    // A fresh thread wakes it, then waits for a notify that never comes. Its notify woke a
+    // sleeper, unlike one that found the waiters awake, so its wait sleeps at once too.
+    std::thread::spawn(move || {
+        let (mutex, condvar) = &*shared;
+        *mutex.lock().unwrap() = true;
+        condvar.notify_one();
+        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
+        let guard = mutex.lock().unwrap();
+        let (_guard, timeout) = condvar
+            .wait_timeout(guard, Duration::from_millis(5))
+            .unwrap();
+        assert!(timeout.timed_out());
+    })
+    .join()
+    .unwrap();
+    sleeper.join().unwrap();
+    let after = decisions().notify;
+    assert_eq!(after.skipped, before.skipped + 2, "{before:?} -> {after:?}");
+    assert_eq!(after.lost, before.lost, "{before:?} -> {after:?}");
+    assert_eq!(after.won, before.won, "{before:?} -> {after:?}");
+}
+
+/// The calling thread's kernel id.
+fn gettid() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
 }
 
 fn a_condvar_ping_pong_counts_its_waits() {

@@ -34,8 +34,8 @@
 //!   spin policy decides (`crate::spin::spin_for_notify`). A change seen there ends the wait as
 //!   a wake would; the spinner is not counted in `sleepers`, so the notify made no syscall.
 //!   The spin only reads `seq`: the protocol above is the same with or without it. A notify
-//!   that finds no sleeper tells the policy so (its waiters, if any, are running), which only
-//!   changes whether the notifier's own next wait spins.
+//!   tells the policy how many sleepers it woke (none: its waiters, if any, are running; some:
+//!   a hand-off), which only changes how the notifier's own next wait spins.
 
 use core::fmt;
 
@@ -103,11 +103,12 @@ impl RawCondvar {
         self.seq.fetch_add(1, Ordering::Relaxed);
         // A read-modify-write, not a load: it orders this notify against the waiters' adds
         // (module documentation, "notify").
-        if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
-            let _ = self.seq.wake(n);
+        let woken = if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
+            self.seq.wake(n).unwrap_or(0)
         } else {
-            crate::spin::notify_found_no_sleeper();
-        }
+            0
+        };
+        crate::spin::notified(woken);
     }
 
     /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`

@@ -1,6 +1,7 @@
 //! System calls about the calling thread and the system it runs on: its kernel id, the CPUs it
-//! may use, how often it was preempted, the clocks, the kernel release, the rseq slice
-//! extension. None of them reads or writes memory the caller passes, so all are safe.
+//! may use, how often it was preempted, how many threads are runnable, the clocks, the kernel
+//! release, the rseq slice extension. None of them reads or writes memory the caller passes, so
+//! all are safe.
 
 use super::{check, Errno};
 
@@ -46,6 +47,24 @@ pub(crate) fn involuntary_switches() -> u64 {
         return 0;
     }
     usage.ru_nivcsw as u64
+}
+
+/// How many threads the whole system has runnable (running or waiting for a CPU) right now,
+/// the caller included: the numerator of `/proc/loadavg`'s fourth field. `None` where procfs
+/// cannot be read (a sandbox without `/proc`). The file stays open after the first call, so a
+/// call is one `pread`.
+pub(crate) fn runnable_threads() -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    static LOADAVG: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let file = LOADAVG
+        .get_or_init(|| std::fs::File::open("/proc/loadavg").ok())
+        .as_ref()?;
+    // "0.52 0.58 0.59 2/345 6789\n": at most 5 fields of a few digits each.
+    let mut text = [0u8; 128];
+    let len = file.read_at(&mut text, 0).ok()?;
+    let fields = core::str::from_utf8(&text[..len]).ok()?;
+    let (runnable, _all) = fields.split_ascii_whitespace().nth(3)?.split_once('/')?;
+    runnable.parse().ok()
 }
 
 /// The running kernel's release string (`uname -r`).

@@ -15,9 +15,9 @@
 //!   value read; take the 1 back; relock. A notify this wait is owed comes from a thread that
 //!   changed the condition under the mutex after this unlock, so it sees the count (the mutex
 //!   orders them) and changes `seq` after it was read: the sleep returns at once or is woken.
-//! * **notify**: with no sleepers counted, add 1 to `seq` (no system call, and the spin policy
-//!   is told that nobody waits: `notify_found_no_sleeper`); else add 1 and wake one or all
-//!   sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically. So a notifier killed
+//! * **notify**: with no sleepers counted, add 1 to `seq` (no system call); else add 1 and
+//!   wake one or all sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically; then
+//!   tell the spin policy how many it woke (`crate::spin::notified`). So a notifier killed
 //!   at any instruction either notified or did not: there is no moment with `seq` changed and
 //!   the sleepers left asleep.
 //!
@@ -110,13 +110,14 @@ impl RawSharedCondvar {
     }
 
     fn notify(&self, n: u32) {
-        if self.sleepers.load(Ordering::Relaxed) == 0 {
+        let woken = if self.sleepers.load(Ordering::Relaxed) == 0 {
             self.seq.fetch_add(1, Ordering::Release);
-            crate::spin::notify_found_no_sleeper();
+            0
         } else {
             // One kernel call adds 1 and wakes: a notifier that dies here did both or neither.
-            let _ = self.seq.update_and_wake(WakeOpKind::Add, 1, n);
-        }
+            self.seq.update_and_wake(WakeOpKind::Add, 1, n).unwrap_or(0)
+        };
+        crate::spin::notified(woken);
     }
 
     /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`
