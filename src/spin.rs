@@ -37,7 +37,7 @@
 //!   so nothing is learned per lock, and the budget never grows: a waiter for a lock whose
 //!   holder is blocked (in I/O, say) wastes at most the budget, then sleeps until it is woken.
 //! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
-//!   fixed budget, but only while its thread's spins have been paying: a won spin earns
+//!   fixed budget (a probe after a hand-off: several, below), but only while its thread's spins have been paying: a won spin earns
 //!   credit, a lost one costs it, and a spin that took far longer than its budget (the thread
 //!   was preempted while spinning: its CPU is wanted) loses all of it. With no credit it sleeps
 //!   at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays
@@ -46,12 +46,13 @@
 //!   notified, if any, are running, and in a hand-off through a Condvar the one that spins is
 //!   the thread about to answer. This is what keeps two threads that take turns spinning: each
 //!   one's notify finds the other spinning, so each one's next wait spins too. To get there
-//!   once both sleep, a probe must outlast a wake-up (tens of microseconds on a virtual
-//!   machine, far beyond the budget): so a probe right after a notify of its own woke a
-//!   sleeper (a hand-off: the woken thread is likely the one to answer) spins up to
-//!   `HAND_OFF_PROBE_BUDGETS` budgets, each after the first only while every runnable thread on
-//!   the system has a CPU (`/proc/loadavg`'s count of runnable threads, this one included, at
-//!   most the usable CPUs) and none preempted: a long probe takes no CPU another thread wants.
+//!   once both sleep, a probe must outlast a wake-up, which can take far longer than the
+//!   budget: so a probe right after a notify of its own woke a sleeper (a hand-off: the woken
+//!   thread is likely the one to answer) spins up to `HAND_OFF_PROBE_BUDGETS` budgets and
+//!   `MAX_SPIN_NS` in all, each after the first only while every runnable thread on the system
+//!   has a CPU (`/proc/loadavg`'s count of runnable threads, this one included, at most the
+//!   usable CPUs), none was preempted and the deadline has not passed: a long probe takes no
+//!   CPU another thread wants.
 //!   A won probe gives credit, and the partner's notify then finds this thread spinning. Credit
 //!   is per thread, not per Condvar (which stays std's size): a thread's waits tend to be of one
 //!   kind (a worker waiting for jobs, one side of a ping-pong). A barrier's waiter spins only
@@ -70,20 +71,18 @@
 //!   CPU). At most `max_spinners` threads spin on one primitive; there is no limit across
 //!   primitives: the pair of threads a hand-off serves may be in one process or in two, and
 //!   must fare the same either way.
-//! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed (a probe's too): a
-//!   long wait can only take credit away, and a preempted spin stops a thread's notify spins,
-//!   the ones a notify that woke nobody asks for included, until a probe spins unpreempted. A
-//!   hand-off's
-//!   budget follows its waits, but a wait beyond the cap teaches it to spin less, and a spin
+//! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed, and a probe's
+//!   length capped, whatever the waits took: a long wait can only take credit away, and a
+//!   preempted spin stops a thread's notify spins, the ones a notify that woke nobody asks for
+//!   included, until a probe spins unpreempted. A hand-off's budget follows its waits, but a wait beyond the cap teaches it to spin less, and a spin
 //!   that delays its partner (preemption, a sleep shorter than the spin) resets it to none.
 //!
 //! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
 //! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
 //! probe, no environment. After that, a lock waiter's spin reads one cached value; a notify
 //! waiter's reads the clock around each budget of its spin, and a long probe reads
-//! `/proc/loadavg` between budgets (one `pread` of a descriptor opened, close-on-exec, at the
-//! first long probe and kept); a hand-off waiter reads a clock and its thread's preemption
-//! count only around a sleep.
+//! `/proc/loadavg` between budgets (open, read, close: no descriptor outlives the question);
+//! a hand-off waiter reads a clock and its thread's preemption count only around a sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -506,8 +505,8 @@ const HAND_OFF_PROBE_BUDGETS: u32 = MAX_SPIN_NS / SPIN_WAIT_NS;
 
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
 /// most the CPUs this process may use. Then a spin takes no CPU that another thread wants.
-/// False where the count cannot be read. One `pread`, so asked only by a long probe, between
-/// its budgets.
+/// False where the count cannot be read. Three system calls, so asked only by a long probe,
+/// between its budgets.
 fn every_runnable_thread_has_a_cpu() -> bool {
     crate::futex::sys::thread::runnable_threads().is_some_and(|n| n as usize <= usable_cpus())
 }
@@ -524,8 +523,9 @@ std::thread_local! {
 }
 
 /// The spin of a wait for another thread's notify (a Condvar's wait, a Barrier's): spins a
-/// lock waiter's budget (`SPIN_WAIT_NS`) until `done` holds, and returns whether it did; or
-/// does not spin at all (calling `done` once) where spinning has not been paying.
+/// lock waiter's budget (`SPIN_WAIT_NS`; a probe after a hand-off, several) until `done`
+/// holds, and returns whether it did; or does not spin at all (calling `done` once) where
+/// spinning has not been paying.
 ///
 /// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin
 /// is the short, fixed one of a lock waiter, never learned longer. Whether to spin at all is
@@ -537,9 +537,10 @@ std::thread_local! {
 /// last decision (unless its last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY`
 /// spins as a probe: one budget, or, right after a notify of its thread woke a sleeper (a
 /// hand-off: the woken thread is likely the one to answer), up to `HAND_OFF_PROBE_BUDGETS`
-/// budgets, each after the first only while every runnable thread has a CPU. Only such a probe
-/// outlasts a wake-up, so only it can find that two threads taking turns would answer each
-/// other while spinning. No budget grows with what a wait took.
+/// budgets (`MAX_SPIN_NS` in all), each after the first only while every runnable thread has a
+/// CPU, none was preempted and the deadline has not passed. Only such a probe outlasts a
+/// wake-up, so only it can find that two threads taking turns would answer each other while
+/// spinning. No budget grows with what a wait took.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
@@ -566,10 +567,11 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         count(Tally::NotifySkipped);
         return false;
     }
+    let started = Instant::now();
     let mut spun = 0;
     let (won, preempted) = loop {
         spun += 1;
-        let started = Instant::now();
+        let budget_started = Instant::now();
         let mut spin = SpinWait::new();
         let won = loop {
             if !spin.spin_run() {
@@ -579,8 +581,14 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
                 break true;
             }
         };
-        let preempted = started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
-        if won || preempted || spun == budgets || !every_runnable_thread_has_a_cpu() {
+        let preempted = budget_started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
+        if won
+            || preempted
+            || spun == budgets
+            || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
+            || deadline.is_some_and(|d| d.has_passed())
+            || !every_runnable_thread_has_a_cpu()
+        {
             break (won, preempted);
         }
     };

@@ -95,7 +95,10 @@ fn a_wait_after_a_notify_that_woke_a_sleeper_sleeps_at_once() {
     };
     let tid = tid.recv().unwrap();
     // Nothing else puts it to sleep: asleep means asleep in the wait.
+    let mut polls = 0;
     while !is_asleep(tid) {
+        polls += 1;
+        assert!(polls < 10_000, "the waiter never fell asleep");
         std::thread::sleep(Duration::from_millis(1));
     }
     let before = decisions().notify;

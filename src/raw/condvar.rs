@@ -103,12 +103,11 @@ impl RawCondvar {
         self.seq.fetch_add(1, Ordering::Relaxed);
         // A read-modify-write, not a load: it orders this notify against the waiters' adds
         // (module documentation, "notify").
-        let woken = if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
-            self.seq.wake(n).unwrap_or(0)
-        } else {
-            0
-        };
-        crate::spin::notified(woken);
+        if self.sleepers.fetch_add(0, Ordering::AcqRel) == 0 {
+            crate::spin::notified(0);
+        } else if let Ok(woken) = self.seq.wake(n) {
+            crate::spin::notified(woken);
+        }
     }
 
     /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`

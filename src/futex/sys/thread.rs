@@ -51,17 +51,16 @@ pub(crate) fn involuntary_switches() -> u64 {
 
 /// How many threads the whole system has runnable (running or waiting for a CPU) right now,
 /// the caller included: the numerator of `/proc/loadavg`'s fourth field. `None` where procfs
-/// cannot be read (a sandbox without `/proc`). The file stays open after the first call, so a
-/// call is one `pread`.
+/// cannot be read (a sandbox without `/proc`). Three system calls (open, read, close): no
+/// descriptor outlives the call, so none can be closed or inherited under it.
 pub(crate) fn runnable_threads() -> Option<u32> {
-    use std::os::unix::fs::FileExt;
-    static LOADAVG: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
-    let file = LOADAVG
-        .get_or_init(|| std::fs::File::open("/proc/loadavg").ok())
-        .as_ref()?;
-    // "0.52 0.58 0.59 2/345 6789\n": at most 5 fields of a few digits each.
+    use std::io::Read;
+    // "0.52 0.58 0.59 2/345 6789\n": five fields of a few digits each.
     let mut text = [0u8; 128];
-    let len = file.read_at(&mut text, 0).ok()?;
+    let len = std::fs::File::open("/proc/loadavg")
+        .ok()?
+        .read(&mut text)
+        .ok()?;
     let fields = core::str::from_utf8(&text[..len]).ok()?;
     let (runnable, _all) = fields.split_ascii_whitespace().nth(3)?.split_once('/')?;
     runnable.parse().ok()

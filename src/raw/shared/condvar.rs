@@ -110,14 +110,13 @@ impl RawSharedCondvar {
     }
 
     fn notify(&self, n: u32) {
-        let woken = if self.sleepers.load(Ordering::Relaxed) == 0 {
+        if self.sleepers.load(Ordering::Relaxed) == 0 {
             self.seq.fetch_add(1, Ordering::Release);
-            0
-        } else {
-            // One kernel call adds 1 and wakes: a notifier that dies here did both or neither.
-            self.seq.update_and_wake(WakeOpKind::Add, 1, n).unwrap_or(0)
-        };
-        crate::spin::notified(woken);
+            crate::spin::notified(0);
+        } else if let Ok(woken) = self.seq.update_and_wake(WakeOpKind::Add, 1, n) {
+            // One kernel call added 1 and woke: a notifier that dies in it did both or neither.
+            crate::spin::notified(woken);
+        }
     }
 
     /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`
