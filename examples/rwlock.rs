@@ -1,12 +1,15 @@
 //! RwLock and Barrier, futexkit vs std vs parking_lot, interleaved in one run: read-only
-//! scaling, read/write mixes, a writer's wait under a continuous stream of readers, and
-//! barrier rounds per second. `cargo run --release --example rwlock [-- --quick]`.
+//! scaling, read/write mixes, writers among readers (each side's throughput), a writer's wait
+//! under a continuous stream of readers, and barrier rounds per second.
+//! `cargo run --release --example rwlock [-- --quick]`.
 
 use std::time::Duration;
 
 use futexkit_support::locks::{Futexkit, Locks, ParkingLot, Std};
 use futexkit_support::report::{interleaved, on, ratio_to_best};
-use futexkit_support::rwlock::{barrier_rounds, mixed, writer_wait_under_readers};
+use futexkit_support::rwlock::{
+    barrier_rounds, mixed, writer_wait_under_readers, writers_among_readers,
+};
 
 fn us(d: Duration) -> String {
     format!("{:.0} us", d.as_secs_f64() * 1e6)
@@ -64,6 +67,54 @@ fn main() {
                 r[1],
                 r[2],
                 ratio_to_best(r)
+            );
+        }
+    }
+
+    println!(
+        "\nWriters among readers: write and read throughput, million operations per second (median round by write throughput)"
+    );
+    println!("| writers | readers | writes fk | writes std | writes pl | reads fk | reads std | reads pl | writes fk / best | reads fk / best |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for writers in [1, 4] {
+        for readers in [0, 4, 16] {
+            let r = interleaved(
+                rounds,
+                |a: &(f64, f64), b| a.0.total_cmp(&b.0),
+                |b| {
+                    on(
+                        b,
+                        || writers_among_readers::<Futexkit>(writers, readers, duration),
+                        || writers_among_readers::<Std>(writers, readers, duration),
+                        || writers_among_readers::<ParkingLot>(writers, readers, duration),
+                    )
+                },
+            );
+            let reads = if readers == 0 {
+                [
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                ]
+            } else {
+                [
+                    format!("{:.2}", r[0].1),
+                    format!("{:.2}", r[1].1),
+                    format!("{:.2}", r[2].1),
+                    format!("{:.2}", ratio_to_best([r[0].1, r[1].1, r[2].1])),
+                ]
+            };
+            println!(
+                "| {writers} | {readers} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {:.2} | {} |",
+                r[0].0,
+                r[1].0,
+                r[2].0,
+                reads[0],
+                reads[1],
+                reads[2],
+                ratio_to_best([r[0].0, r[1].0, r[2].0]),
+                reads[3]
             );
         }
     }

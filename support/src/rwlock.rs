@@ -1,6 +1,6 @@
 //! RwLock and Barrier workloads, each written once over [`Locks`] and run on futexkit, std
-//! and parking_lot: read-only scaling, read/write mixes, a writer's wait under a continuous
-//! stream of readers, and barrier rounds per second.
+//! and parking_lot: read-only scaling, read/write mixes, writers among readers, a writer's wait
+//! under a continuous stream of readers, and barrier rounds per second.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -65,6 +65,63 @@ pub fn mixed<B: Locks>(threads: usize, write_per_mille: u32, duration: Duration)
         h.join().unwrap();
     }
     (after - before) as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// Write and read throughput (millions of lock operations per second, each side's own) with
+/// `writers` threads writing in a loop and `readers` threads reading in a loop, one unit of
+/// work under each lock (a writer updates a slot, a reader sums the table): a protocol that
+/// starves one side shows it here. Counted as in [`mixed`].
+pub fn writers_among_readers<B: Locks>(
+    writers: usize,
+    readers: usize,
+    duration: Duration,
+) -> (f64, f64) {
+    let lock = Arc::new(B::rwlock([0u64; SLOTS]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = writers + readers;
+    let counts: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
+        (0..threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    );
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (lock, stop, counts) = (Arc::clone(&lock), Arc::clone(&stop), Arc::clone(&counts));
+            std::thread::spawn(move || {
+                let mut sink = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for i in 0..32 {
+                        if t < writers {
+                            B::write(&lock, |slots| slots[i % SLOTS] += 1);
+                        } else {
+                            sink = sink.wrapping_add(B::read(&lock, |slots| slots.iter().sum()));
+                        }
+                    }
+                    counts[t].fetch_add(32, Ordering::Relaxed);
+                }
+                std::hint::black_box(sink);
+            })
+        })
+        .collect();
+    let totals = || {
+        let side = |range: std::ops::Range<usize>| -> u64 {
+            counts[range]
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .sum()
+        };
+        (side(0..writers), side(writers..threads))
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let (begin, before) = (Instant::now(), totals());
+    std::thread::sleep(duration);
+    let (elapsed, after) = (begin.elapsed(), totals());
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rate = |ops: u64| ops as f64 / elapsed.as_secs_f64() / 1e6;
+    (rate(after.0 - before.0), rate(after.1 - before.1))
 }
 
 /// A writer's wait for the lock while `readers` threads read in a loop, each holding its read
