@@ -37,26 +37,26 @@
 //!   so nothing is learned per lock, and the budget never grows: a waiter for a lock whose
 //!   holder is blocked (in I/O, say) wastes at most the budget, then sleeps until it is woken.
 //! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
-//!   fixed budget (a probe after a hand-off: several, below), but only while its thread's spins have been paying: a won spin earns
-//!   credit, a lost one costs it, and a spin that took far longer than its budget (the thread
-//!   was preempted while spinning: its CPU is wanted) loses all of it. With no credit it sleeps
-//!   at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays
-//!   again. It also spins, credit or not (but not right after a preempted spin), in its next
-//!   wait after a notify of its own woke nobody (`notified`): the waiters of what it
-//!   notified, if any, are running, and in a hand-off through a Condvar the one that spins is
-//!   the thread about to answer. This is what keeps two threads that take turns spinning: each
-//!   one's notify finds the other spinning, so each one's next wait spins too. To get there
-//!   once both sleep, a probe must outlast a wake-up, which can take far longer than the
-//!   budget: so a probe right after a notify of its own woke a sleeper (a hand-off: the woken
-//!   thread is likely the one to answer) spins up to `HAND_OFF_PROBE_BUDGETS` budgets and
-//!   `MAX_SPIN_NS` in all, each after the first only while every runnable thread on the system
-//!   has a CPU (`/proc/loadavg`'s count of runnable threads, this one included, at most the
-//!   usable CPUs), none was preempted and the deadline has not passed: a long probe takes no
-//!   CPU another thread wants.
-//!   A won probe gives credit, and the partner's notify then finds this thread spinning. Credit
-//!   is per thread, not per Condvar (which stays std's size): a thread's waits tend to be of one
-//!   kind (a worker waiting for jobs, one side of a ping-pong). A barrier's waiter spins only
-//!   where all parties can run at once.
+//!   fixed budget (a probe after a hand-off: several, below), but only while its thread's
+//!   spins have been paying: a won spin earns credit, a lost one costs it, and a spin that
+//!   took far longer than its budget (the thread was preempted while spinning: its CPU is
+//!   wanted) loses all of it. With no credit it sleeps at once, and spins once in
+//!   `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays again. It also spins, credit
+//!   or not (but not right after a preempted spin), in its next wait after a notify of its own
+//!   (a Condvar's notify, a barrier leader's release) woke nobody (`notified`): the waiters of
+//!   what it notified, if any, are running, and in a hand-off the one that spins is the thread
+//!   about to answer. This is what keeps two threads that take turns spinning: each one's
+//!   notify finds the other spinning, so each one's next wait spins too. To get there once
+//!   both sleep, a probe must outlast a wake-up, which can take far longer than the budget: so
+//!   a probe right after a notify of its own woke a sleeper (a hand-off: the woken thread is
+//!   likely the one to answer) spins up to `HAND_OFF_PROBE_BUDGETS` budgets and `MAX_SPIN_NS`
+//!   in all, each after the first only while every runnable thread on the system has a CPU
+//!   (`/proc/loadavg`'s count of runnable threads, this one included, at most the usable
+//!   CPUs), none was preempted and the deadline has not passed: a long probe takes no CPU
+//!   another thread wants. A won probe gives credit, and the partner's notify then finds this
+//!   thread spinning. Credit is per thread, not per Condvar (which stays std's size): a
+//!   thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
+//!   ping-pong). A barrier's waiter spins only where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -611,7 +611,8 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     won
 }
 
-/// Tells the policy what a notify of this thread's did: `woken` sleepers it woke. None: its
+/// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's
+/// release) did: `woken` sleepers it woke. None: its
 /// waiters, if any, are running, so this thread's next wait for a notify spins, credit or not.
 /// Some: the next wait is likely for the answer of a thread it woke, so if that wait probes, the
 /// probe may outlast the wake-up ([`spin_for_notify`]). A policy input only: the notify itself

@@ -25,7 +25,9 @@
 //!   come round again. A barrier of 0 or 1 parties releases every caller at once, each as
 //!   leader, as std's does.
 //! * A waiter may spin before it sets `SLEEPERS`; how long, and whether at all, is the spin
-//!   policy's decision (`crate::spin::spin_for_arrivals`). A spin only looks at the word.
+//!   policy's decision (`crate::spin::spin_for_arrivals`). A spin only looks at the word. The
+//!   leader tells the policy how many sleepers its release woke (`crate::spin::notified`), as a
+//!   Condvar's notify does: a policy input only.
 
 use core::fmt;
 
@@ -91,8 +93,10 @@ impl RawBarrier {
             // The leader: every other arrival of this generation is in `wait`, and can only set
             // SLEEPERS until this swap releases them.
             let before = self.state.swap(generation ^ GENERATION, Ordering::AcqRel);
-            if before & SLEEPERS != 0 {
-                let _ = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32);
+            if before & SLEEPERS == 0 {
+                crate::spin::notified(0);
+            } else if let Ok(woken) = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32) {
+                crate::spin::notified(woken);
             }
             return true;
         }
