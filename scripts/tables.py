@@ -6,11 +6,13 @@
 
 `merge` adds a previous build's futexkit figures to an example's tables.
 Both files are the output of the same example (markdown tables), from this build and from a
-previous one run in the same session. Tables are paired in order. In a table with a `backend`
+previous one run in the same session. In a table with a `backend`
 column, the previous build's futexkit rows are added as rows labelled LABEL; in any other
 table with a `futexkit` column, a LABEL column is added after it, filled from the previous
-table's row with the same cells before the futexkit column (or the same position). Everything else is printed as it
-is. Tables the previous output lacks are left unchanged.
+table's row with the same cells before the futexkit column (or the same position). A table
+pairs with the previous output's table of the same title (the line before it), or else with
+the one in its place if their columns are the same; a table with no partner is left unchanged.
+Everything else is printed as it is.
 
 `summary` prints one line per table with a `futexkit / best` column: the lowest and highest
 value in it, which is the first thing to read in such a table.
@@ -30,6 +32,14 @@ def tables(lines):
             out.append((start, i))
             start = None
     return out
+
+
+def title(lines, start):
+    """The line that names the table starting at `start`: the last non-empty line before it."""
+    for line in reversed(lines[:start]):
+        if line.strip():
+            return line.strip()
+    return None
 
 
 def cells(line):
@@ -97,11 +107,19 @@ def main():
     prev = open(sys.argv[3]).read().splitlines()
     label = sys.argv[4]
     prev_tables = tables(prev)
+    prev_by_title = {title(prev, ps): (ps, pe) for ps, pe in prev_tables}
     out, last = [], 0
     for k, (s, e) in enumerate(tables(cur)):
         out.extend(cur[last:s])
-        if k < len(prev_tables):
+        match = prev_by_title.get(title(cur, s))
+        if match is None and k < len(prev_tables):
+            # An untitled or retitled table pairs with the one in its place only if their
+            # columns are the same.
             ps, pe = prev_tables[k]
+            if cells(prev[ps]) == cells(cur[s]):
+                match = (ps, pe)
+        if match is not None:
+            ps, pe = match
             out.extend(merge(cur[s:e], prev[ps:pe], label))
         else:
             out.extend(cur[s:e])
