@@ -74,8 +74,9 @@
 //! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed, and a probe's
 //!   length capped, whatever the waits took: a long wait can only take credit away, and a
 //!   preempted spin stops a thread's notify spins, the ones a notify that woke nobody asks for
-//!   included, until a probe spins unpreempted. A hand-off's budget follows its waits, but a wait beyond the cap teaches it to spin less, and a spin
-//!   that delays its partner (preemption, a sleep shorter than the spin) resets it to none.
+//!   included, until a probe spins unpreempted. A hand-off's budget follows its waits, but a
+//!   wait beyond the cap teaches it to spin less, and a spin that delays its partner
+//!   (preemption, a sleep shorter than the spin) resets it to none.
 //!
 //! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
 //! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
@@ -612,13 +613,12 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
 }
 
 /// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's
-/// release) did: `woken` sleepers it woke. None: its
-/// waiters, if any, are running, so this thread's next wait for a notify spins, credit or not.
-/// Some: the next wait is likely for the answer of a thread it woke, so if that wait probes, the
-/// probe may outlast the wake-up ([`spin_for_notify`]). A policy input only: the notify itself
-/// is complete. It measures nothing (a notify never starts the policy's one-time measurement
-/// of the machine) and does nothing under a model checker or where the thread's locals are
-/// gone.
+/// release) did: `woken` sleepers it woke. None: its waiters, if any, are running, so this
+/// thread's next wait for a notify spins, credit or not. Some: the next wait is likely for the
+/// answer of a thread it woke, so if that wait probes, the probe may outlast the wake-up
+/// ([`spin_for_notify`]). A policy input only: the notify itself is complete. It measures
+/// nothing (a notify never starts the policy's one-time measurement of the machine) and does
+/// nothing under a model checker or where the thread's locals are gone.
 #[inline]
 pub(crate) fn notified(woken: usize) {
     if !MODEL_CHECKED {
