@@ -14,71 +14,68 @@ use crate::locks::Locks;
 const SLOTS: usize = 8;
 
 /// Lock operations per second (millions) with `threads` threads, each taking the lock for a
-/// write `write_per_mille` times in 1000 (0: read-only) and a read otherwise. Each thread
-/// publishes its count as it goes; the rate is the counts' growth over `duration` as this
-/// thread measures it, so threads still starting or stopping (late on an oversubscribed
-/// machine) do not count.
+/// write `write_per_mille` times in 1000 (0: read-only) and a read otherwise.
 pub fn mixed<B: Locks>(threads: usize, write_per_mille: u32, duration: Duration) -> f64 {
-    let lock = Arc::new(B::rwlock([0u64; SLOTS]));
-    let stop = Arc::new(AtomicBool::new(false));
-    let counts: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
-        (0..threads)
-            .map(|_| CachePadded::new(AtomicU64::new(0)))
-            .collect(),
-    );
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (lock, stop, counts) = (Arc::clone(&lock), Arc::clone(&stop), Arc::clone(&counts));
-            std::thread::spawn(move || {
-                // A cheap per-thread sequence decides read or write, the same on every backend.
-                let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
-                let mut sink = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..32 {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        if (seed % 1000) < u64::from(write_per_mille) {
-                            B::write(&lock, |slots| slots[(seed as usize) % SLOTS] += 1);
-                        } else {
-                            sink = sink.wrapping_add(B::read(&lock, |slots| slots.iter().sum()));
-                        }
-                    }
-                    counts[t].fetch_add(32, Ordering::Relaxed);
-                }
-                std::hint::black_box(sink);
-            })
-        })
-        .collect();
-    let total = || {
-        counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum::<u64>()
-    };
-    std::thread::sleep(Duration::from_millis(20));
-    let (begin, before) = (Instant::now(), total());
-    std::thread::sleep(duration);
-    let (elapsed, after) = (begin.elapsed(), total());
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
-    (after - before) as f64 / elapsed.as_secs_f64() / 1e6
+    let rates = operation_rates::<B, _>(threads, duration, |t| {
+        // A cheap per-thread sequence decides read or write, the same on every backend.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
+        move |lock: &B::RwLock<Table>| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            if (seed % 1000) < u64::from(write_per_mille) {
+                B::write(lock, |slots| slots[(seed as usize) % SLOTS] += 1);
+                0
+            } else {
+                B::read(lock, |slots| slots.iter().sum())
+            }
+        }
+    });
+    rates.iter().sum()
 }
 
 /// Write and read throughput (millions of lock operations per second, each side's own) with
 /// `writers` threads writing in a loop and `readers` threads reading in a loop, one unit of
 /// work under each lock (a writer updates a slot, a reader sums the table): a protocol that
-/// starves one side shows it here. Counted as in [`mixed`].
+/// starves one side shows it here.
 pub fn writers_among_readers<B: Locks>(
     writers: usize,
     readers: usize,
     duration: Duration,
 ) -> (f64, f64) {
+    let rates = operation_rates::<B, _>(writers + readers, duration, |t| {
+        let mut slot = 0;
+        move |lock: &B::RwLock<Table>| {
+            if t < writers {
+                slot = (slot + 1) % SLOTS;
+                B::write(lock, |slots| slots[slot] += 1);
+                0
+            } else {
+                B::read(lock, |slots| slots.iter().sum())
+            }
+        }
+    });
+    (rates[..writers].iter().sum(), rates[writers..].iter().sum())
+}
+
+/// The data behind the lock.
+type Table = [u64; SLOTS];
+
+/// Each of `threads` threads runs the operation `operation(thread)` makes on one lock, in a
+/// loop, publishing its count as it goes; returns each thread's rate (millions per second):
+/// its count's growth over `duration` as this thread measures it, so threads still starting or
+/// stopping (late on an oversubscribed machine) do not count. An operation returns a value the
+/// loop keeps, so that the compiler cannot drop a read.
+fn operation_rates<B: Locks, F>(
+    threads: usize,
+    duration: Duration,
+    operation: impl Fn(usize) -> F,
+) -> Vec<f64>
+where
+    F: FnMut(&B::RwLock<Table>) -> u64 + Send + 'static,
+{
     let lock = Arc::new(B::rwlock([0u64; SLOTS]));
     let stop = Arc::new(AtomicBool::new(false));
-    let threads = writers + readers;
     let counts: Arc<Vec<CachePadded<AtomicU64>>> = Arc::new(
         (0..threads)
             .map(|_| CachePadded::new(AtomicU64::new(0)))
@@ -87,15 +84,12 @@ pub fn writers_among_readers<B: Locks>(
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (lock, stop, counts) = (Arc::clone(&lock), Arc::clone(&stop), Arc::clone(&counts));
+            let mut operation = operation(t);
             std::thread::spawn(move || {
                 let mut sink = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    for i in 0..32 {
-                        if t < writers {
-                            B::write(&lock, |slots| slots[i % SLOTS] += 1);
-                        } else {
-                            sink = sink.wrapping_add(B::read(&lock, |slots| slots.iter().sum()));
-                        }
+                    for _ in 0..32 {
+                        sink = sink.wrapping_add(operation(&lock));
                     }
                     counts[t].fetch_add(32, Ordering::Relaxed);
                 }
@@ -103,25 +97,20 @@ pub fn writers_among_readers<B: Locks>(
             })
         })
         .collect();
-    let totals = || {
-        let side = |range: std::ops::Range<usize>| -> u64 {
-            counts[range]
-                .iter()
-                .map(|c| c.load(Ordering::Relaxed))
-                .sum()
-        };
-        (side(0..writers), side(writers..threads))
-    };
+    let snapshot = || -> Vec<u64> { counts.iter().map(|c| c.load(Ordering::Relaxed)).collect() };
     std::thread::sleep(Duration::from_millis(20));
-    let (begin, before) = (Instant::now(), totals());
+    let (begin, before) = (Instant::now(), snapshot());
     std::thread::sleep(duration);
-    let (elapsed, after) = (begin.elapsed(), totals());
+    let (elapsed, after) = (begin.elapsed(), snapshot());
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join().unwrap();
     }
-    let rate = |ops: u64| ops as f64 / elapsed.as_secs_f64() / 1e6;
-    (rate(after.0 - before.0), rate(after.1 - before.1))
+    after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| (a - b) as f64 / elapsed.as_secs_f64() / 1e6)
+        .collect()
 }
 
 /// A writer's wait for the lock while `readers` threads read in a loop, each holding its read
