@@ -28,16 +28,9 @@ fn every_wait_that_reaches_the_policy_is_counted() {
 fn a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped() {
     // The wait runs on a fresh thread, whose counts are all in once it has been joined.
     let before = decisions().notify;
-    std::thread::spawn(|| {
-        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
-        let guard = mutex.lock().unwrap();
-        let (_guard, timeout) = condvar
-            .wait_timeout(guard, Duration::from_millis(5))
-            .unwrap();
-        assert!(timeout.timed_out());
-    })
-    .join()
-    .unwrap();
+    std::thread::spawn(|| wait_in_vain(Duration::from_millis(5), false))
+        .join()
+        .unwrap();
     let after = decisions().notify;
     assert!(after.lost + after.skipped > before.lost + before.skipped);
 }
@@ -49,21 +42,25 @@ fn a_wait_after_a_notify_that_found_nobody_asleep_spins() {
     // A fresh thread has no credit: its first wait would sleep at once (counted as skipped),
     // unless its own notify just found nobody asleep. Nobody notifies it, so the spin loses.
     let before = decisions().notify;
-    std::thread::spawn(|| {
-        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
-        let guard = mutex.lock().unwrap();
-        condvar.notify_one();
-        // Long enough that the deadline cannot pass before the policy decides.
-        let (_guard, timeout) = condvar
-            .wait_timeout(guard, Duration::from_millis(200))
-            .unwrap();
-        assert!(timeout.timed_out());
-    })
-    .join()
-    .unwrap();
+    // Long enough that the deadline cannot pass before the policy decides.
+    std::thread::spawn(|| wait_in_vain(Duration::from_millis(200), true))
+        .join()
+        .unwrap();
     let after = decisions().notify;
     assert_eq!(after.lost, before.lost + 1, "{before:?} -> {after:?}");
     assert_eq!(after.skipped, before.skipped, "{before:?} -> {after:?}");
+}
+
+/// Waits on a fresh Condvar that nobody notifies until `timeout` passes; first notifies it
+/// itself (finding nobody asleep) if `notify_first`.
+fn wait_in_vain(timeout: Duration, notify_first: bool) {
+    let (mutex, condvar) = (Mutex::new(()), Condvar::new());
+    let guard = mutex.lock().unwrap();
+    if notify_first {
+        condvar.notify_one();
+    }
+    let (_guard, result) = condvar.wait_timeout(guard, timeout).unwrap();
+    assert!(result.timed_out());
 }
 
 /// Whether the thread `tid` of this process is asleep (state `S` in its `stat`).
@@ -108,12 +105,7 @@ fn a_wait_after_a_notify_that_woke_a_sleeper_sleeps_at_once() {
         let (mutex, condvar) = &*shared;
         *mutex.lock().unwrap() = true;
         condvar.notify_one();
-        let (mutex, condvar) = (Mutex::new(()), Condvar::new());
-        let guard = mutex.lock().unwrap();
-        let (_guard, timeout) = condvar
-            .wait_timeout(guard, Duration::from_millis(5))
-            .unwrap();
-        assert!(timeout.timed_out());
+        wait_in_vain(Duration::from_millis(5), false);
     })
     .join()
     .unwrap();
