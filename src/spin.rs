@@ -49,11 +49,11 @@
 //!   notify finds the other spinning, so each one's next wait spins too. To get there once
 //!   both sleep, a probe must outlast a wake-up, which can take far longer than the budget: so
 //!   a probe right after a notify of its own woke a sleeper (a hand-off: the woken thread is
-//!   likely the one to answer) spins up to `HAND_OFF_PROBE_BUDGETS` budgets and `MAX_SPIN_NS`
-//!   in all, each after the first only while every runnable thread on the system has a CPU
-//!   (`/proc/loadavg`'s count of runnable threads, this one included, at most the usable
-//!   CPUs), none was preempted and the deadline has not passed: a long probe takes no CPU
-//!   another thread wants. A won probe gives credit, and the partner's notify then finds this
+//!   likely the one to answer) spins budget after budget, up to `MAX_SPIN_NS` in all (a
+//!   hand-off waiter's cap, which outlasts a wake-up), each after the first only while every
+//!   runnable thread on the system has a CPU (`/proc/loadavg`'s count of runnable threads,
+//!   this one included, at most the usable CPUs), none was preempted and the deadline has not
+//!   passed: a long probe takes no CPU another thread wants. A won probe gives credit, and the partner's notify then finds this
 //!   thread spinning. Credit is per thread, not per Condvar (which stays std's size): a
 //!   thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
 //!   ping-pong). A barrier's waiter spins only where all parties can run at once.
@@ -499,10 +499,6 @@ const NOTIFY_WIN_CREDIT: u8 = 2;
 const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
 /// A thread whose spins stopped paying still probes once in this many waits.
 const NOTIFY_PROBE_EVERY: u8 = 16;
-/// The most budgets of `SPIN_WAIT_NS` a probe after a hand-off spins: as long as a hand-off
-/// waiter's longest spin, so that it outlasts the wake-up of the thread it woke and can find
-/// out whether that thread's answer would come to a spinning waiter.
-const HAND_OFF_PROBE_BUDGETS: u32 = MAX_SPIN_NS / SPIN_WAIT_NS;
 
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
 /// most the CPUs this process may use. Then a spin takes no CPU that another thread wants.
@@ -537,11 +533,11 @@ std::thread_local! {
 /// credit, a wait spins anyway when a notify of its thread found its waiters awake since its
 /// last decision (unless its last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY`
 /// spins as a probe: one budget, or, right after a notify of its thread woke a sleeper (a
-/// hand-off: the woken thread is likely the one to answer), up to `HAND_OFF_PROBE_BUDGETS`
-/// budgets (`MAX_SPIN_NS` in all), each after the first only while every runnable thread has a
-/// CPU, none was preempted and the deadline has not passed. Only such a probe outlasts a
-/// wake-up, so only it can find that two threads taking turns would answer each other while
-/// spinning. No budget grows with what a wait took.
+/// hand-off: the woken thread is likely the one to answer), budget after budget up to
+/// `MAX_SPIN_NS` in all, each after the first only while every runnable thread has a CPU,
+/// none was preempted and the deadline has not passed. Only such a probe outlasts a wake-up,
+/// so only it can find that two threads taking turns would answer each other while spinning.
+/// No budget grows with what a wait took.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
@@ -550,28 +546,23 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         count(Tally::NotifySkipped);
         return false;
     }
-    // How many budgets of `SPIN_WAIT_NS` to spin at most.
-    let budgets = NOTIFY_HISTORY.with(|h| {
+    // None: sleep at once; Some(long): spin one budget of `SPIN_WAIT_NS`, or, if `long`,
+    // budget after budget while the probe's conditions hold.
+    let spin = NOTIFY_HISTORY.with(|h| {
         let last_notify = h.last_notify.replace(LastNotify::None);
         if (last_notify == LastNotify::FoundAwake && !h.preempted.get()) || h.credit.get() > 0 {
-            return 1;
+            return Some(false);
         }
         let skipped = h.skipped.get() + 1;
         h.skipped.set(skipped % NOTIFY_PROBE_EVERY);
-        match (skipped == NOTIFY_PROBE_EVERY, last_notify) {
-            (false, _) => 0,
-            (true, LastNotify::WokeSleeper) => HAND_OFF_PROBE_BUDGETS,
-            (true, _) => 1,
-        }
+        (skipped == NOTIFY_PROBE_EVERY).then_some(last_notify == LastNotify::WokeSleeper)
     });
-    if budgets == 0 {
+    let Some(long) = spin else {
         count(Tally::NotifySkipped);
         return false;
-    }
+    };
     let started = Instant::now();
-    let mut spun = 0;
     let (won, preempted) = loop {
-        spun += 1;
         let budget_started = Instant::now();
         let mut spin = SpinWait::new();
         let won = loop {
@@ -585,7 +576,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         let preempted = budget_started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
         if won
             || preempted
-            || spun == budgets
+            || !long
             || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
             || deadline.is_some_and(|d| d.has_passed())
             || !every_runnable_thread_has_a_cpu()
