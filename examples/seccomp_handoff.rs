@@ -7,10 +7,12 @@
 //! busy. Here a client thread carries a seccomp filter that sends one call (a `futex` call with
 //! an operation number the kernel does not define, nothing else) to a supervisor, a thread of
 //! this process or a forked child holding the listener descriptor, and the supervisor answers
-//! at once: one round trip per call. Beside it, in the same interleaved run, the same round trip
-//! by futex wake + wait (free and pinned to one CPU), by futexkit's hand-offs on this kernel
-//! (`swap`, `Parker::swap_to`, FlipCall) and by a pipe pair; idle, then with a busy thread on
-//! every CPU, then with two busy threads on every CPU.
+//! at once: one round trip per call. The supervisor waits for each call in
+//! `SECCOMP_IOCTL_NOTIF_RECV`, which has no timeout, or (the "supervisor polls" rows) first in
+//! `poll` with a timeout, as a supervisor that must keep a deadline would. Beside it, in the
+//! same interleaved run, the same round trip by futex wake + wait (free and pinned to one CPU),
+//! by futexkit's hand-offs on this kernel (`swap`, `Parker::swap_to`, FlipCall) and by a pipe
+//! pair; idle, then with a busy thread on every CPU, then with two busy threads on every CPU.
 //!
 //! Every batch is a fresh pair (a new client thread, filter and supervisor for the seccomp
 //! rows). The table gives the median batch's round trip, the mean (total time over total round
@@ -48,10 +50,24 @@ enum Side {
     Process,
 }
 
+/// How the supervisor waits for the next notification.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SupervisorWait {
+    /// In `SECCOMP_IOCTL_NOTIF_RECV`, which has no timeout.
+    Recv,
+    /// In `poll` on the listener with a timeout, then `SECCOMP_IOCTL_NOTIF_RECV`, which no
+    /// longer waits: the wait a supervisor that must keep a deadline would make.
+    PollThenRecv,
+}
+
 /// One row of the table.
 #[derive(Clone, Copy)]
 enum Row {
-    Seccomp { sync: bool, side: Side },
+    Seccomp {
+        sync: bool,
+        side: Side,
+        wait: SupervisorWait,
+    },
     PingPong(Mechanism),
     FlipCall(Placement),
     FutexCrossProcess,
@@ -60,9 +76,13 @@ enum Row {
 impl Row {
     fn name(self) -> String {
         match self {
-            Row::Seccomp { sync, side } => format!(
-                "seccomp notify{}, {}",
+            Row::Seccomp { sync, side, wait } => format!(
+                "seccomp notify{}{}, {}",
                 if sync { " + SYNC_WAKE_UP" } else { "" },
+                match wait {
+                    SupervisorWait::Recv => "",
+                    SupervisorWait::PollThenRecv => ", supervisor polls",
+                },
                 match side {
                     Side::Thread => "threads",
                     Side::Process => "processes",
@@ -95,7 +115,7 @@ impl Row {
     /// Runs `n` round trips on a fresh pair; the time they took.
     fn run(self, n: u64) -> Duration {
         match self {
-            Row::Seccomp { sync, side } => seccomp_round_trips(sync, side, n),
+            Row::Seccomp { sync, side, wait } => seccomp_round_trips(sync, side, wait, n),
             Row::PingPong(m) => pingpong::measure(m, n),
             Row::FlipCall(placement) => {
                 Client::start(FlipMechanism::FlipCall, placement).round_trips(0, n)
@@ -107,16 +127,23 @@ impl Row {
     }
 }
 
-const ROWS: [Row; 12] = [
+const ROWS: [Row; 14] = [
     Row::PingPong(Mechanism::FutexWakeWait),
     Row::PingPong(Mechanism::FutexWakeWaitOneCpu),
     Row::Seccomp {
         sync: true,
         side: Side::Thread,
+        wait: SupervisorWait::Recv,
+    },
+    Row::Seccomp {
+        sync: true,
+        side: Side::Thread,
+        wait: SupervisorWait::PollThenRecv,
     },
     Row::Seccomp {
         sync: false,
         side: Side::Thread,
+        wait: SupervisorWait::Recv,
     },
     Row::PingPong(Mechanism::SwapEmulated),
     Row::PingPong(Mechanism::Parker),
@@ -126,10 +153,17 @@ const ROWS: [Row; 12] = [
     Row::Seccomp {
         sync: true,
         side: Side::Process,
+        wait: SupervisorWait::Recv,
+    },
+    Row::Seccomp {
+        sync: true,
+        side: Side::Process,
+        wait: SupervisorWait::PollThenRecv,
     },
     Row::Seccomp {
         sync: false,
         side: Side::Process,
+        wait: SupervisorWait::Recv,
     },
     Row::FlipCall(Placement::Process),
 ];
@@ -359,9 +393,37 @@ fn intercepted_call() {
     );
 }
 
-/// Answers `n` notifications on `listener` with "returned 0", each as it comes.
-fn supervise(listener: RawFd, n: u64) {
+/// How long a polling supervisor waits for a notification before it gives up on its partner.
+const POLL_TIMEOUT_MS: libc::c_int = 10_000;
+
+/// Answers `n` notifications on `listener` with "returned 0", each as it comes, waiting for
+/// each as `wait` says.
+fn supervise(listener: RawFd, wait: SupervisorWait, n: u64) {
     for _ in 0..n {
+        if wait == SupervisorWait::PollThenRecv {
+            let mut ready = libc::pollfd {
+                fd: listener,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            loop {
+                // SAFETY: poll reads and writes the one `pollfd` it is given, valid here.
+                let r = unsafe { libc::poll(&raw mut ready, 1, POLL_TIMEOUT_MS) };
+                if r == 1 {
+                    break;
+                }
+                let e = std::io::Error::last_os_error();
+                assert!(
+                    r < 0 && e.raw_os_error() == Some(libc::EINTR),
+                    "poll on the listener: {}",
+                    if r == 0 {
+                        "timed out".to_string()
+                    } else {
+                        e.to_string()
+                    }
+                );
+            }
+        }
         // SAFETY: an all-zero seccomp_notif is what RECV expects (it refuses a non-zeroed one).
         let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
         loop {
@@ -387,7 +449,7 @@ fn supervise(listener: RawFd, n: u64) {
 }
 
 /// `n` intercepted calls from a fresh filtered thread to a fresh supervisor.
-fn seccomp_round_trips(sync: bool, side: Side, n: u64) -> Duration {
+fn seccomp_round_trips(sync: bool, side: Side, wait: SupervisorWait, n: u64) -> Duration {
     let (fd_tx, fd_rx) = mpsc::channel::<RawFd>();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let client = std::thread::spawn(move || {
@@ -409,7 +471,7 @@ fn seccomp_round_trips(sync: bool, side: Side, n: u64) -> Duration {
     let listener = fd_rx.recv().unwrap();
     let supervisor = match side {
         Side::Thread => {
-            let handle = std::thread::spawn(move || supervise(listener, n));
+            let handle = std::thread::spawn(move || supervise(listener, wait, n));
             Supervisor::Thread(handle)
         }
         Side::Process => {
@@ -418,7 +480,7 @@ fn seccomp_round_trips(sync: bool, side: Side, n: u64) -> Duration {
             let pid = unsafe { libc::fork() };
             assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
             if pid == 0 {
-                supervise(listener, n);
+                supervise(listener, wait, n);
                 // SAFETY: ends the child without running the parent's destructors.
                 unsafe { libc::_exit(0) };
             }
