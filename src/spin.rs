@@ -36,6 +36,11 @@
 //!   sleepers takes the lock from them with a CPU they may need). A lock is one 32-bit word,
 //!   so nothing is learned per lock, and the budget never grows: a waiter for a lock whose
 //!   holder is blocked (in I/O, say) wastes at most the budget, then sleeps until it is woken.
+//! * **A compare-and-swap that lost to other threads** (`back_off`: readers adding themselves
+//!   to a RwLock's count) is tried again after a pause that doubles with each loss, up to
+//!   `MAX_PAUSES_BETWEEN_LOOKS` hints: attempts made back to back take the cache line from
+//!   one another. A loss means the word changed (another thread got through, or a waiter
+//!   marked itself), so the pause is not a wait for anyone and has no budget.
 //! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
 //!   fixed budget (a probe after a hand-off: several, below), but only while its thread's
 //!   spins have been paying: a won spin earns credit, a lost one costs it, and a spin that
@@ -234,6 +239,22 @@ impl SpinWait {
         self.hints_left -= run;
         self.run = (self.run * 2).min(MAX_PAUSES_BETWEEN_LOOKS);
         true
+    }
+}
+
+/// A pause between two attempts of a compare-and-swap that other threads keep changing
+/// under it (readers adding themselves to a count): `2^failures` spin hints, at most
+/// `MAX_PAUSES_BETWEEN_LOOKS`, and none where spinning cannot pay. It is not a wait (a
+/// failure means the word changed: another thread got through, or a waiter marked itself),
+/// so it has no budget and counts nothing: it spreads the attempts out so that they stop
+/// taking the cache line from one another.
+#[inline]
+pub(crate) fn back_off(failures: u32) {
+    if MODEL_CHECKED || !spinning_can_pay() {
+        return;
+    }
+    for _ in 0..(1u32 << failures.min(6)).min(MAX_PAUSES_BETWEEN_LOOKS) {
+        core::hint::spin_loop();
     }
 }
 

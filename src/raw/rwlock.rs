@@ -78,8 +78,9 @@
 //! ## Transitions
 //!
 //! * **read**: one CAS adds a reader if the count has room and no writer waits (or a read
-//!   phase is open and this reader was woken from a sleep). Else spin ([`SpinWait`]) while a
-//!   writer holds the lock and nobody waits; then set `READERS_WAITING` and sleep.
+//!   phase is open and this reader was woken from a sleep); a CAS that lost to another
+//!   thread is tried again after a pause (`crate::spin::back_off`). Else spin ([`SpinWait`])
+//!   while a writer holds the lock and nobody waits; then set `READERS_WAITING` and sleep.
 //! * **write**: one CAS from 0 to `WRITE_LOCKED`. Else take it once no reader holds it and no
 //!   read phase is open; spin while nobody waits; then set `WRITERS_WAITING` and sleep.
 //! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
@@ -272,8 +273,9 @@ impl RawRwLock {
     #[inline]
     fn try_read_kind(&self, held: u32) -> bool {
         let mut state = self.state.load(Ordering::Relaxed);
+        let mut failures = 0;
         // Other readers and waiters change the word meanwhile: fail only when it is not
-        // lockable.
+        // lockable, and pause between attempts that lost to them.
         while read_lockable(state, held, false) {
             match self.state.compare_exchange_weak(
                 state,
@@ -282,7 +284,11 @@ impl RawRwLock {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return true,
-                Err(now) => state = now,
+                Err(_) => {
+                    crate::spin::back_off(failures);
+                    failures = failures.saturating_add(1);
+                    state = self.state.load(Ordering::Relaxed);
+                }
             }
         }
         false
