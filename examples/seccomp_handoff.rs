@@ -13,6 +13,9 @@
 //! same interleaved run, the same round trip by futex wake + wait (free and pinned to one CPU),
 //! by futexkit's hand-offs on this kernel (`swap`, `Parker::swap_to`, FlipCall) and by a pipe
 //! pair; idle, then with a busy thread on every CPU, then with two busy threads on every CPU.
+//! The "turn word" row is the shape an opt-in mode would take (`spin_then_seccomp_round_trips`):
+//! both sides spin on a turn word while they run on CPUs of their own and sleep through
+//! seccomp only when the spin fails, with synchronous wake-ups only while no CPU is idle.
 //!
 //! Every batch is a fresh pair (a new client thread, filter and supervisor for the seccomp
 //! rows). The table gives the median batch's round trip, the mean (total time over total round
@@ -21,9 +24,11 @@
 //! `cargo run --release --example seccomp_handoff [-- --quick | --batches N]`
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use futexkit::spin::SpinWait;
 use futexkit_support::flipcall::{Client, Mechanism as FlipMechanism, Placement};
 use futexkit_support::pingpong::{self, BackgroundLoad, Mechanism};
 
@@ -71,6 +76,9 @@ enum Row {
     PingPong(Mechanism),
     FlipCall(Placement),
     FutexCrossProcess,
+    /// A turn word that each side spins on first and sleeps through seccomp only when the
+    /// spin fails: the shape an opt-in mode would have (`spin_then_seccomp_round_trips`).
+    SpinThenSeccomp,
 }
 
 impl Row {
@@ -92,6 +100,9 @@ impl Row {
             Row::FlipCall(Placement::Thread) => "futexkit FlipCall, threads".into(),
             Row::FlipCall(Placement::Process) => "futexkit FlipCall, processes".into(),
             Row::FutexCrossProcess => "futex wake+wait, processes".into(),
+            Row::SpinThenSeccomp => {
+                "turn word: spin, then seccomp + SYNC_WAKE_UP (client polls), threads".into()
+            }
         }
     }
 
@@ -99,7 +110,9 @@ impl Row {
     fn side(self) -> Side {
         match self {
             Row::Seccomp { side, .. } => side,
-            Row::PingPong(_) | Row::FlipCall(Placement::Thread) => Side::Thread,
+            Row::PingPong(_) | Row::FlipCall(Placement::Thread) | Row::SpinThenSeccomp => {
+                Side::Thread
+            }
             Row::FlipCall(Placement::Process) | Row::FutexCrossProcess => Side::Process,
         }
     }
@@ -123,11 +136,12 @@ impl Row {
             Row::FutexCrossProcess => {
                 Client::start(FlipMechanism::FutexWakeWait, Placement::Process).round_trips(0, n)
             }
+            Row::SpinThenSeccomp => spin_then_seccomp_round_trips(n),
         }
     }
 }
 
-const ROWS: [Row; 14] = [
+const ROWS: [Row; 15] = [
     Row::PingPong(Mechanism::FutexWakeWait),
     Row::PingPong(Mechanism::FutexWakeWaitOneCpu),
     Row::Seccomp {
@@ -145,6 +159,7 @@ const ROWS: [Row; 14] = [
         side: Side::Thread,
         wait: SupervisorWait::Recv,
     },
+    Row::SpinThenSeccomp,
     Row::PingPong(Mechanism::SwapEmulated),
     Row::PingPong(Mechanism::Parker),
     Row::FlipCall(Placement::Thread),
@@ -191,7 +206,7 @@ fn main() {
         Err(why) => {
             println!("seccomp rows skipped: {why}");
             ROWS.into_iter()
-                .filter(|r| !matches!(r, Row::Seccomp { .. }))
+                .filter(|r| !matches!(r, Row::Seccomp { .. } | Row::SpinThenSeccomp))
                 .collect()
         }
     };
@@ -365,12 +380,17 @@ fn install_filter() -> Result<OwnedFd, String> {
 
 /// Asks for the synchronous wake-ups on this listener.
 fn set_sync(listener: &OwnedFd) -> Result<(), String> {
+    set_flags(listener, SYNC_WAKE_UP)
+}
+
+/// Sets the listener's flags: `SYNC_WAKE_UP` or none.
+fn set_flags(listener: &OwnedFd, flags: u64) -> Result<(), String> {
     // SAFETY: the ioctl reads the flags from its integer argument; `listener` is open.
     let r = unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
             libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
-            SYNC_WAKE_UP,
+            flags,
         )
     };
     if r != 0 {
@@ -384,13 +404,28 @@ fn set_sync(listener: &OwnedFd) -> Result<(), String> {
 
 /// The intercepted call: returns when the supervisor has answered it.
 fn intercepted_call() {
+    assert!(
+        call_answered(),
+        "the intercepted call was not answered by the supervisor"
+    );
+}
+
+/// Makes the intercepted call: true once the supervisor answered it, false if the listener
+/// was closed (the kernel then fails the call with `ENOSYS`).
+fn call_answered() -> bool {
     // SAFETY: a futex call with a null address and an operation the kernel does not define:
     // intercepted by the filter, or refused with ENOSYS; it touches no memory either way.
     let r = unsafe { libc::syscall(libc::SYS_futex, 0usize, MAGIC_OP, 0, 0, 0, 0) };
+    if r == 0 {
+        return true;
+    }
+    let e = std::io::Error::last_os_error();
     assert_eq!(
-        r, 0,
-        "the intercepted call was not answered by the supervisor"
+        e.raw_os_error(),
+        Some(libc::ENOSYS),
+        "intercepted call: {e}"
     );
+    false
 }
 
 /// How long a polling supervisor waits for a notification before it gives up on its partner.
@@ -400,52 +435,61 @@ const POLL_TIMEOUT_MS: libc::c_int = 10_000;
 /// each as `wait` says.
 fn supervise(listener: RawFd, wait: SupervisorWait, n: u64) {
     for _ in 0..n {
-        if wait == SupervisorWait::PollThenRecv {
-            let mut ready = libc::pollfd {
-                fd: listener,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            loop {
-                // SAFETY: poll reads and writes the one `pollfd` it is given, valid here.
-                let r = unsafe { libc::poll(&raw mut ready, 1, POLL_TIMEOUT_MS) };
-                if r == 1 {
-                    break;
-                }
-                let e = std::io::Error::last_os_error();
-                assert!(
-                    r < 0 && e.raw_os_error() == Some(libc::EINTR),
-                    "poll on the listener: {}",
-                    if r == 0 {
-                        "timed out".to_string()
-                    } else {
-                        e.to_string()
-                    }
-                );
-            }
-        }
-        // SAFETY: an all-zero seccomp_notif is what RECV expects (it refuses a non-zeroed one).
-        let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        let id = receive(listener, wait);
+        answer(listener, id);
+    }
+}
+
+/// Waits for the next notification on `listener` as `wait` says and reads it; its id.
+fn receive(listener: RawFd, wait: SupervisorWait) -> u64 {
+    if wait == SupervisorWait::PollThenRecv {
+        let mut ready = libc::pollfd {
+            fd: listener,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         loop {
-            // SAFETY: RECV writes one `seccomp_notif` through the pointer, valid here.
-            let r =
-                unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &raw mut notif) };
-            if r == 0 {
+            // SAFETY: poll reads and writes the one `pollfd` it is given, valid here.
+            let r = unsafe { libc::poll(&raw mut ready, 1, POLL_TIMEOUT_MS) };
+            if r == 1 {
                 break;
             }
             let e = std::io::Error::last_os_error();
-            assert_eq!(e.raw_os_error(), Some(libc::EINTR), "NOTIF_RECV: {e}");
+            assert!(
+                r < 0 && e.raw_os_error() == Some(libc::EINTR),
+                "poll on the listener: {}",
+                if r == 0 {
+                    "timed out".to_string()
+                } else {
+                    e.to_string()
+                }
+            );
         }
-        let mut resp = libc::seccomp_notif_resp {
-            id: notif.id,
-            val: 0,
-            error: 0,
-            flags: 0,
-        };
-        // SAFETY: SEND reads one `seccomp_notif_resp` through the pointer, valid here.
-        let r = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &raw mut resp) };
-        assert_eq!(r, 0, "NOTIF_SEND: {}", std::io::Error::last_os_error());
     }
+    // SAFETY: an all-zero seccomp_notif is what RECV expects (it refuses a non-zeroed one).
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: RECV writes one `seccomp_notif` through the pointer, valid here.
+        let r = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &raw mut notif) };
+        if r == 0 {
+            return notif.id;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EINTR), "NOTIF_RECV: {e}");
+    }
+}
+
+/// Answers notification `id` with "returned 0": its caller returns from the call.
+fn answer(listener: RawFd, id: u64) {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: 0,
+    };
+    // SAFETY: SEND reads one `seccomp_notif_resp` through the pointer, valid here.
+    let r = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &raw mut resp) };
+    assert_eq!(r, 0, "NOTIF_SEND: {}", std::io::Error::last_os_error());
 }
 
 /// `n` intercepted calls from a fresh filtered thread to a fresh supervisor.
@@ -504,4 +548,218 @@ fn seccomp_round_trips(sync: bool, side: Side, wait: SupervisorWait, n: u64) -> 
 enum Supervisor {
     Thread(std::thread::JoinHandle<()>),
     Process(libc::pid_t),
+}
+
+// ---- a turn word: spin first, sleep through seccomp only when the spin fails ----
+
+/// The turn bit of the word: who holds the turn.
+const TURN: u32 = 1;
+const CLIENT_TURN: u32 = 0;
+const SERVER_TURN: u32 = 1;
+/// The client sleeps in `poll` on the listener, or is about to: the server hands the turn
+/// back by an intercepted call, which wakes it. Set by the client, cleared by the server's
+/// hand-back.
+const CLIENT_ASLEEP: u32 = 2;
+/// The server has made, or is about to make, an intercepted call that the client has not
+/// answered: the client's next hand-over answers it (exactly once). Set by the server, cleared
+/// by the client's hand-over.
+const SERVER_ASLEEP: u32 = 4;
+
+/// What both sides of `spin_then_seccomp_round_trips` share: the turn word, the CPU each side
+/// last handed the turn over from, and whether some CPU was idle at the client's last look.
+struct Turns {
+    word: AtomicU32,
+    client_cpu: AtomicU32,
+    server_cpu: AtomicU32,
+    cpu_idle: AtomicBool,
+}
+
+/// How long a side spins while some CPU is idle: longer than an ordinary wake-up takes, so
+/// that a pair that fell asleep gets back to spinning (its spin then takes no CPU another
+/// thread wants).
+const IDLE_SPIN: Duration = Duration::from_micros(100);
+
+/// The CPU this thread runs on now (glibc reads it from rseq or the vDSO: no system call).
+fn this_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes no arguments and only reads this thread's state.
+    unsafe { libc::sched_getcpu() as u32 }
+}
+
+/// Waits until `ready` holds: spins unless the partner last ran on this thread's CPU (then
+/// it cannot be running: a sync wake-up put it here, so spinning would only delay it), for
+/// `IDLE_SPIN` while some CPU is idle and a `SpinWait`'s budget otherwise; then `sleep`s each
+/// time `may_sleep` marks this side asleep.
+fn wait_for_turn(
+    ready: impl Fn() -> bool,
+    turns: &Turns,
+    partner_cpu: &AtomicU32,
+    mut may_sleep: impl FnMut() -> bool,
+    mut sleep: impl FnMut() -> bool,
+) -> bool {
+    let mut spin = SpinWait::new();
+    let partner_may_run = partner_cpu.load(Ordering::Relaxed) != this_cpu();
+    let spin_until = turns
+        .cpu_idle
+        .load(Ordering::Relaxed)
+        .then(|| Instant::now() + IDLE_SPIN);
+    while !ready() {
+        if partner_may_run {
+            let spinning = match spin_until {
+                Some(end) => {
+                    std::hint::spin_loop();
+                    Instant::now() < end
+                }
+                None => spin.spin(),
+            };
+            if spinning {
+                continue;
+            }
+        }
+        if may_sleep() && !sleep() {
+            return false;
+        }
+    }
+    true
+}
+
+/// `n` round trips between a client thread that holds the listener and a server thread that
+/// carries the filter, over one turn word. While both run on CPUs of their own, each spins on
+/// the word (`wait_for_turn`) and hands the turn over by a store: no system call. A side
+/// whose spin fails, or that finds its partner last ran on its own CPU, sleeps: the server in
+/// an intercepted call, which the client answers when it hands the turn over; the client in
+/// `poll` on the listener (a wait that could keep a deadline), which the server's hand-back
+/// wakes by being an intercepted call. The wake-ups are synchronous (on the waker's CPU) only
+/// while no CPU is idle (`/proc/loadavg`, read every `LOAD_CHECK_EVERY` round trips): a
+/// synchronous wake-up puts the pair on one CPU, where they can no longer spin past each
+/// other, and only an ordinary one spreads them again.
+fn spin_then_seccomp_round_trips(n: u64) -> Duration {
+    let turns = Arc::new(Turns {
+        word: AtomicU32::new(CLIENT_TURN),
+        client_cpu: AtomicU32::new(u32::MAX),
+        server_cpu: AtomicU32::new(u32::MAX),
+        cpu_idle: AtomicBool::new(false),
+    });
+    let (fd_tx, fd_rx) = mpsc::channel::<OwnedFd>();
+    let server = {
+        let turns = Arc::clone(&turns);
+        std::thread::spawn(move || {
+            let listener = install_filter().expect("probed");
+            // The client holds the only copy: when it closes it, this thread's call fails.
+            fd_tx.send(listener).unwrap();
+            serve_turns(&turns);
+        })
+    };
+    let listener = fd_rx.recv().unwrap();
+    let fd = listener.as_raw_fd();
+    let cpus = futexkit::capabilities().usable_cpus();
+    let mut sync = false;
+    let start = Instant::now();
+    // The id of a call of the server's received (by a wake) and not answered yet.
+    let mut pending = None;
+    for trip in 0..n {
+        if trip % LOAD_CHECK_EVERY == 0 {
+            let busy = runnable_threads().is_some_and(|r| r > cpus);
+            if busy != sync {
+                sync = busy;
+                set_flags(&listener, if sync { SYNC_WAKE_UP } else { 0 }).expect("probed");
+            }
+            turns.cpu_idle.store(!busy, Ordering::Relaxed);
+        }
+        // Hand the turn over, and answer the server's call if it sleeps in one.
+        turns.client_cpu.store(this_cpu(), Ordering::Relaxed);
+        if turns.word.swap(SERVER_TURN, Ordering::Release) & SERVER_ASLEEP != 0 {
+            let id = pending
+                .take()
+                .unwrap_or_else(|| receive(fd, SupervisorWait::PollThenRecv));
+            answer(fd, id);
+        }
+        // Wait for the turn to come back; sleep until the server's hand-back call.
+        wait_for_turn(
+            || turns.word.load(Ordering::Acquire) & TURN == CLIENT_TURN,
+            &turns,
+            &turns.server_cpu,
+            || {
+                turns
+                    .word
+                    .compare_exchange(
+                        SERVER_TURN,
+                        SERVER_TURN | CLIENT_ASLEEP,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+            },
+            || {
+                pending = Some(receive(fd, SupervisorWait::PollThenRecv));
+                true
+            },
+        );
+    }
+    let elapsed = start.elapsed();
+    // The server's call, made or to come, now fails: it stops.
+    drop(listener);
+    server.join().unwrap();
+    elapsed
+}
+
+/// Round trips between two looks at `/proc/loadavg` in `spin_then_seccomp_round_trips`.
+const LOAD_CHECK_EVERY: u64 = 256;
+
+/// Threads runnable on the whole system now (`/proc/loadavg`'s fourth field).
+fn runnable_threads() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_ascii_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .0
+        .parse()
+        .ok()
+}
+
+/// The server's side of `spin_then_seccomp_round_trips`, until the listener is closed.
+fn serve_turns(turns: &Turns) {
+    loop {
+        // Wait for the turn: spin, then sleep in an intercepted call.
+        let served = wait_for_turn(
+            || turns.word.load(Ordering::Acquire) & TURN == SERVER_TURN,
+            turns,
+            &turns.client_cpu,
+            || {
+                turns
+                    .word
+                    .compare_exchange(
+                        CLIENT_TURN,
+                        CLIENT_TURN | SERVER_ASLEEP,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+            },
+            call_answered,
+        );
+        if !served {
+            return;
+        }
+        // A request would be served here. Hand the turn back: by the word alone while the
+        // client is awake; by an intercepted call, which wakes it and sleeps until the next
+        // request, once it sleeps.
+        turns.server_cpu.store(this_cpu(), Ordering::Relaxed);
+        if turns
+            .word
+            .compare_exchange(
+                SERVER_TURN,
+                CLIENT_TURN,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            turns
+                .word
+                .store(CLIENT_TURN | SERVER_ASLEEP, Ordering::Release);
+            if !call_answered() {
+                return;
+            }
+        }
+    }
 }
