@@ -19,6 +19,7 @@
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
 //! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
+//! | `CPUS_TO_SPARE` | per process | whether every runnable thread had a CPU at its last look, and the millisecond of that look | at most once a millisecond, by a wait that a notify finding its waiters awake would make spin |
 //! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
 //! | `TALLIES`, `TOTALS` | per thread, per process | what the policy decided ([`decisions`]) | every decision; added to the process's every `FLUSH_EVERY` |
 //!
@@ -41,27 +42,30 @@
 //!   `MAX_PAUSES_BETWEEN_LOOKS` hints: attempts made back to back take the cache line from
 //!   one another. A loss means the word changed (another thread got through, or a waiter
 //!   marked itself), so the pause is not a wait for anyone and has no budget.
-//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
-//!   fixed budget (a probe after a hand-off: several, below), but only while its thread's
-//!   spins have been paying: a won spin earns credit, a lost one costs it, and a spin that
-//!   took far longer than its budget (the thread was preempted while spinning: its CPU is
-//!   wanted) loses all of it. With no credit it sleeps at once, and spins once in
-//!   `NOTIFY_PROBE_EVERY` waits to find out whether spinning pays again. It also spins, credit
-//!   or not (but not right after a preempted spin), in its next wait after a notify of its own
-//!   (a Condvar's notify, a barrier leader's release) woke nobody (`notified`): the waiters of
-//!   what it notified, if any, are running, and in a hand-off the one that spins is the thread
-//!   about to answer. This is what keeps two threads that take turns spinning: each one's
-//!   notify finds the other spinning, so each one's next wait spins too. To get there once
-//!   both sleep, a probe must outlast a wake-up, which can take far longer than the budget: so
-//!   a probe right after a notify of its own woke a sleeper (a hand-off: the woken thread is
-//!   likely the one to answer) spins budget after budget, up to `MAX_SPIN_NS` in all (a
-//!   hand-off waiter's cap, which outlasts a wake-up), each after the first only while every
-//!   runnable thread on the system has a CPU (`/proc/loadavg`'s count of runnable threads,
-//!   this one included, at most the usable CPUs), none was preempted and the deadline has not
-//!   passed: a long probe takes no CPU another thread wants. A won probe gives credit, and the partner's notify then finds this
-//!   thread spinning. Credit is per thread, not per Condvar (which stays std's size): a
-//!   thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
-//!   ping-pong). A barrier's waiter spins only where all parties can run at once.
+//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same fixed
+//!   budget (a probe after a hand-off: several, below), but only while its thread's spins have been
+//!   paying: a won spin earns credit, a lost one costs it, and a spin that took far longer than its
+//!   budget (the thread was preempted while spinning: its CPU is wanted) loses all of it. With no
+//!   credit it sleeps at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether
+//!   spinning pays again. It also spins, credit or not (but not right after a preempted spin, and
+//!   only while every runnable thread on the system has a CPU, as last seen at most a millisecond
+//!   ago: `cpus_to_spare`), in its next wait after a notify of its own (a Condvar's notify, a
+//!   barrier leader's release) woke nobody (`notified`): the waiters of what it notified, if any,
+//!   are running, and in a hand-off the one that spins is the thread about to answer. This is what
+//!   keeps two threads that take turns spinning: each one's notify finds the other spinning, so
+//!   each one's next wait spins too. Where threads wait for CPUs, a notify that woke nobody more
+//!   often means nobody waits at all (a server's workers all busy), and a spin without credit takes
+//!   a CPU they want: there only credit makes it spin. To get there once both sleep, a probe must
+//!   outlast a wake-up, which can take far longer than the budget: so a probe right after a notify
+//!   of its own woke a sleeper (a hand-off: the woken thread is likely the one to answer) spins
+//!   budget after budget, up to `MAX_SPIN_NS` in all (a hand-off waiter's cap, which outlasts a
+//!   wake-up), each after the first only while every runnable thread on the system has a CPU
+//!   (`/proc/loadavg`'s count of runnable threads, this one included, at most the usable CPUs),
+//!   none was preempted and the deadline has not passed: a long probe takes no CPU another thread
+//!   wants. A won probe gives credit, and the partner's notify then finds this thread spinning.
+//!   Credit is per thread, not per Condvar (which stays std's size): a thread's waits tend to be of
+//!   one kind (a worker waiting for jobs, one side of a ping-pong). A barrier's waiter spins only
+//!   where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -86,9 +90,11 @@
 //! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
 //! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
 //! probe, no environment. After that, a lock waiter's spin reads one cached value; a notify
-//! waiter's reads the clock around each budget of its spin, and a long probe reads
-//! `/proc/loadavg` between budgets (open, read, close: no descriptor outlives the question);
-//! a hand-off waiter reads a clock and its thread's preemption count only around a sleep.
+//! waiter's reads the clock around each budget of its spin, a long probe reads
+//! `/proc/loadavg` between budgets (open, read, close: no descriptor outlives the question),
+//! and a wait after a notify that woke nobody reads the clock, and `/proc/loadavg` at most
+//! once a millisecond per process; a hand-off waiter reads a clock and its thread's
+//! preemption count only around a sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -524,9 +530,28 @@ const NOTIFY_PROBE_EVERY: u8 = 16;
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
 /// most the CPUs this process may use. Then a spin takes no CPU that another thread wants.
 /// False where the count cannot be read. Three system calls, so asked only by a long probe,
-/// between its budgets.
+/// between its budgets, and through `cpus_to_spare`, at most once a millisecond.
 fn every_runnable_thread_has_a_cpu() -> bool {
     crate::futex::sys::thread::runnable_threads().is_some_and(|n| n as usize <= usable_cpus())
+}
+
+/// `every_runnable_thread_has_a_cpu` as last seen, asked again when that answer is from an
+/// earlier millisecond: `CPUS_TO_SPARE` holds the millisecond of the look (since the policy's
+/// first, counted from 1) shifted left by one, and the answer in bit 0; 0 before the first.
+/// Threads that look within one millisecond share one answer (two racing threads may both
+/// ask), so a thread that waits often pays for the question at most once a millisecond, and
+/// a clock read otherwise.
+fn cpus_to_spare() -> bool {
+    static CPUS_TO_SPARE: AtomicU64 = AtomicU64::new(0);
+    static FIRST_LOOK: OnceLock<Instant> = OnceLock::new();
+    let millisecond = FIRST_LOOK.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1;
+    let last = CPUS_TO_SPARE.load(Ordering::Relaxed);
+    if last >> 1 == millisecond {
+        return last & 1 == 1;
+    }
+    let answer = every_runnable_thread_has_a_cpu();
+    CPUS_TO_SPARE.store(millisecond << 1 | u64::from(answer), Ordering::Relaxed);
+    answer
 }
 
 std::thread_local! {
@@ -552,11 +577,12 @@ std::thread_local! {
 /// spin one of whose budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was
 /// preempted while spinning, so its spinning takes a CPU that other threads want. Without
 /// credit, a wait spins anyway when a notify of its thread found its waiters awake since its
-/// last decision (unless its last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY`
-/// spins as a probe: one budget, or, right after a notify of its thread woke a sleeper (a
-/// hand-off: the woken thread is likely the one to answer), budget after budget up to
-/// `MAX_SPIN_NS` in all, each after the first only while every runnable thread has a CPU,
-/// none was preempted and the deadline has not passed. Only such a probe outlasts a wake-up,
+/// last decision (unless its last spin was preempted, or threads wait for CPUs: where they
+/// do, a notify that woke nobody more often means nobody waits), and one wait in
+/// `NOTIFY_PROBE_EVERY` spins as a probe: one budget, or, right after a notify of its thread
+/// woke a sleeper (a hand-off: the woken thread is likely the one to answer), budget after
+/// budget up to `MAX_SPIN_NS` in all, each after the first only while every runnable thread
+/// has a CPU, none was preempted and the deadline has not passed. Only such a probe outlasts a wake-up,
 /// so only it can find that two threads taking turns would answer each other while spinning.
 /// No budget grows with what a wait took.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
@@ -571,7 +597,9 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     // budget after budget while the probe's conditions hold.
     let spin = NOTIFY_HISTORY.with(|h| {
         let last_notify = h.last_notify.replace(LastNotify::None);
-        if (last_notify == LastNotify::FoundAwake && !h.preempted.get()) || h.credit.get() > 0 {
+        if h.credit.get() > 0
+            || (last_notify == LastNotify::FoundAwake && !h.preempted.get() && cpus_to_spare())
+        {
             return Some(false);
         }
         let skipped = h.skipped.get() + 1;
@@ -626,9 +654,9 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
 
 /// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's
 /// release) did: `woken` sleepers it woke. None: its waiters, if any, are running, so this
-/// thread's next wait for a notify spins, credit or not. Some: the next wait is likely for the
-/// answer of a thread it woke, so if that wait probes, the probe may outlast the wake-up
-/// ([`spin_for_notify`]). A policy input only: the notify itself is complete. It measures
+/// thread's next wait for a notify spins, credit or not, while every runnable thread has a
+/// CPU. Some: the next wait is likely for the answer of a thread it woke, so if that wait
+/// probes, the probe may outlast the wake-up ([`spin_for_notify`]). A policy input only: the notify itself is complete. It measures
 /// nothing (a notify never starts the policy's one-time measurement of the machine) and does
 /// nothing under a model checker or where the thread's locals are gone.
 #[inline]
