@@ -19,7 +19,7 @@
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
 //! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
-//! | `CPUS_TO_SPARE` | per process | whether every runnable thread had a CPU at its last look, and the millisecond of that look | at most once a millisecond, by a wait that a notify finding its waiters awake would make spin |
+//! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait that a notify finding its waiters awake would make spin |
 //! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
 //! | `TALLIES`, `TOTALS` | per thread, per process | what the policy decided ([`decisions`]) | every decision; added to the process's every `FLUSH_EVERY` |
 //!
@@ -42,30 +42,30 @@
 //!   `MAX_PAUSES_BETWEEN_LOOKS` hints: attempts made back to back take the cache line from
 //!   one another. A loss means the word changed (another thread got through, or a waiter
 //!   marked itself), so the pause is not a wait for anyone and has no budget.
-//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same fixed
-//!   budget (a probe after a hand-off: several, below), but only while its thread's spins have been
-//!   paying: a won spin earns credit, a lost one costs it, and a spin that took far longer than its
-//!   budget (the thread was preempted while spinning: its CPU is wanted) loses all of it. With no
-//!   credit it sleeps at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find out whether
-//!   spinning pays again. It also spins, credit or not (but not right after a preempted spin, and
-//!   only while every runnable thread on the system has a CPU, as last seen at most a millisecond
-//!   ago: `cpus_to_spare`), in its next wait after a notify of its own (a Condvar's notify, a
-//!   barrier leader's release) woke nobody (`notified`): the waiters of what it notified, if any,
-//!   are running, and in a hand-off the one that spins is the thread about to answer. This is what
-//!   keeps two threads that take turns spinning: each one's notify finds the other spinning, so
-//!   each one's next wait spins too. Where threads wait for CPUs, a notify that woke nobody more
-//!   often means nobody waits at all (a server's workers all busy), and a spin without credit takes
-//!   a CPU they want: there only credit makes it spin. To get there once both sleep, a probe must
-//!   outlast a wake-up, which can take far longer than the budget: so a probe right after a notify
-//!   of its own woke a sleeper (a hand-off: the woken thread is likely the one to answer) spins
-//!   budget after budget, up to `MAX_SPIN_NS` in all (a hand-off waiter's cap, which outlasts a
-//!   wake-up), each after the first only while every runnable thread on the system has a CPU
-//!   (`/proc/loadavg`'s count of runnable threads, this one included, at most the usable CPUs),
-//!   none was preempted and the deadline has not passed: a long probe takes no CPU another thread
-//!   wants. A won probe gives credit, and the partner's notify then finds this thread spinning.
-//!   Credit is per thread, not per Condvar (which stays std's size): a thread's waits tend to be of
-//!   one kind (a worker waiting for jobs, one side of a ping-pong). A barrier's waiter spins only
-//!   where all parties can run at once.
+//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
+//!   fixed budget (a probe after a hand-off: several, below), but only while its thread's spins
+//!   have been paying: a won spin earns credit, a lost one costs it, and a spin that took far
+//!   longer than its budget (the thread was preempted while spinning: its CPU is wanted) loses all
+//!   of it. With no credit it sleeps at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find
+//!   out whether spinning pays again. It also spins, credit or not (but not right after a preempted
+//!   spin, and only while every runnable thread on the system has a CPU, as seen at most a
+//!   millisecond ago: `every_runnable_thread_had_a_cpu_lately`), in its next wait after a notify of
+//!   its own (a Condvar's notify, a barrier leader's release) woke nobody (`notified`): the waiters
+//!   of what it notified, if any, are running, and in a hand-off the one that spins is the thread
+//!   about to answer. This is what keeps two threads that take turns spinning: each one's notify
+//!   finds the other spinning, so each one's next wait spins too. Where threads wait for CPUs, a
+//!   notify that woke nobody more often means nobody waits at all (a server's workers all busy),
+//!   and a spin without credit takes a CPU they want: there only credit (or a probe) makes it spin.
+//!   To get there once both sleep, a probe must outlast a wake-up, which can take far longer than
+//!   the budget: so a probe right after a notify of its own woke a sleeper (a hand-off: the woken
+//!   thread is likely the one to answer) spins budget after budget, up to `MAX_SPIN_NS` in all (a
+//!   hand-off waiter's cap, which outlasts a wake-up), each after the first only while every
+//!   runnable thread on the system has a CPU (`/proc/loadavg`'s count of runnable threads, this one
+//!   included, at most the CPUs online), none was preempted and the deadline has not passed: a long
+//!   probe takes no CPU another thread wants. A won probe gives credit, and the partner's notify
+//!   then finds this thread spinning. Credit is per thread, not per Condvar (which stays std's
+//!   size): a thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
+//!   ping-pong). A barrier's waiter spins only where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
 //!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
@@ -92,7 +92,7 @@
 //! probe, no environment. After that, a lock waiter's spin reads one cached value; a notify
 //! waiter's reads the clock around each budget of its spin, a long probe reads
 //! `/proc/loadavg` between budgets (open, read, close: no descriptor outlives the question),
-//! and a wait after a notify that woke nobody reads the clock, and `/proc/loadavg` at most
+//! and a wait after a notify that woke nobody reads the clock, and `/proc/loadavg` about
 //! once a millisecond per process; a hand-off waiter reads a clock and its thread's
 //! preemption count only around a sleep.
 //!
@@ -128,6 +128,9 @@ const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;
 struct Machine {
     /// The CPUs this process may run on (its affinity mask when measured), at least 1.
     usable_cpus: usize,
+    /// The CPUs the system has online, at least 1: what `/proc/loadavg`'s count of runnable
+    /// threads, which is the whole system's, is compared with.
+    online_cpus: usize,
     /// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, at least 1.
     ns_per_hint: u32,
     /// Spin hints in a [`SpinWait`]'s budget: `SPIN_WAIT_NS` of them, 0 where spinning
@@ -135,13 +138,14 @@ struct Machine {
     spin_wait_hints: u32,
 }
 
-/// The machine's facts, measured at the first call: the affinity mask (one system call) and
-/// the cost of a spin hint (x86's PAUSE costs about 10 cycles on older cores and about 140 on
-/// newer ones, so it is timed, not assumed).
+/// The machine's facts, measured at the first call: the affinity mask (one system call), the CPUs
+/// online (a file in sysfs, read by the C library) and the cost of a spin hint (x86's PAUSE costs
+/// about 10 cycles on older cores and about 140 on newer ones, so it is timed, not assumed).
 fn machine() -> &'static Machine {
     static MACHINE: OnceLock<Machine> = OnceLock::new();
     MACHINE.get_or_init(|| {
         let usable_cpus = crate::futex::sys::thread::usable_cpus();
+        let online_cpus = crate::futex::sys::thread::online_cpus().unwrap_or(usable_cpus);
         let ns_per_hint = time_spin_hint();
         let spin_wait_hints = if MODEL_CHECKED || usable_cpus <= 1 {
             0
@@ -150,6 +154,7 @@ fn machine() -> &'static Machine {
         };
         Machine {
             usable_cpus,
+            online_cpus,
             ns_per_hint,
             spin_wait_hints,
         }
@@ -259,7 +264,8 @@ pub(crate) fn back_off(failures: u32) {
     if MODEL_CHECKED || !spinning_can_pay() {
         return;
     }
-    for _ in 0..(1u32 << failures.min(6)).min(MAX_PAUSES_BETWEEN_LOOKS) {
+    let hints = 1u32 << failures.min(MAX_PAUSES_BETWEEN_LOOKS.ilog2());
+    for _ in 0..hints {
         core::hint::spin_loop();
     }
 }
@@ -528,30 +534,48 @@ const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
 const NOTIFY_PROBE_EVERY: u8 = 16;
 
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
-/// most the CPUs this process may use. Then a spin takes no CPU that another thread wants.
-/// False where the count cannot be read. Three system calls, so asked only by a long probe,
-/// between its budgets, and through `cpus_to_spare`, at most once a millisecond.
+/// most the CPUs the system has online (`/proc/loadavg` counts the whole system's threads, so
+/// a process confined to some CPUs learns whether the machine has one to spare, not whether
+/// its own do). Then a spin takes no CPU that another thread wants. False where the count
+/// cannot be read. Three system calls, so asked only by a long probe, between its budgets, and
+/// through `every_runnable_thread_had_a_cpu_lately`, about once a millisecond.
 fn every_runnable_thread_has_a_cpu() -> bool {
-    crate::futex::sys::thread::runnable_threads().is_some_and(|n| n as usize <= usable_cpus())
+    crate::futex::sys::thread::runnable_threads()
+        .is_some_and(|n| n as usize <= machine().online_cpus)
 }
 
-/// `every_runnable_thread_has_a_cpu` as last seen, asked again when that answer is from an
-/// earlier millisecond: `CPUS_TO_SPARE` holds the millisecond of the look (since the policy's
-/// first, counted from 1) shifted left by one, and the answer in bit 0; 0 before the first.
-/// Threads that look within one millisecond share one answer (two racing threads may both
-/// ask), so a thread that waits often pays for the question at most once a millisecond, and
-/// a clock read otherwise.
-fn cpus_to_spare() -> bool {
-    static CPUS_TO_SPARE: AtomicU64 = AtomicU64::new(0);
-    static FIRST_LOOK: OnceLock<Instant> = OnceLock::new();
-    let millisecond = FIRST_LOOK.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1;
-    let last = CPUS_TO_SPARE.load(Ordering::Relaxed);
-    if last >> 1 == millisecond {
-        return last & 1 == 1;
+/// `every_runnable_thread_has_a_cpu` as seen at most a millisecond ago, asked again once the
+/// latest look is older: `LATEST_RUNNABLE_LOOK` holds that look's millisecond (counted from 1
+/// at the policy's first look, `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`). Threads
+/// that ask within one millisecond share one answer (two that race may both look), so a
+/// thread that waits often pays a clock read for the question, and the file read about once a
+/// millisecond per process.
+fn every_runnable_thread_had_a_cpu_lately() -> bool {
+    static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
+    static FIRST_RUNNABLE_LOOK: OnceLock<Instant> = OnceLock::new();
+    let millisecond = FIRST_RUNNABLE_LOOK
+        .get_or_init(Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1;
+    if let Some(answer) = answer_of_look(LATEST_RUNNABLE_LOOK.load(Ordering::Relaxed), millisecond)
+    {
+        return answer;
     }
     let answer = every_runnable_thread_has_a_cpu();
-    CPUS_TO_SPARE.store(millisecond << 1 | u64::from(answer), Ordering::Relaxed);
+    LATEST_RUNNABLE_LOOK.store(runnable_look(millisecond, answer), Ordering::Relaxed);
     answer
+}
+
+/// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
+/// its answer in bit 0. The word 0 is no look.
+fn runnable_look(millisecond: u64, answer: bool) -> u64 {
+    millisecond << 1 | u64::from(answer)
+}
+
+/// The answer of the look `look` if it was made in `millisecond`, else `None`.
+fn answer_of_look(look: u64, millisecond: u64) -> Option<bool> {
+    (look >> 1 == millisecond).then_some(look & 1 == 1)
 }
 
 std::thread_local! {
@@ -570,21 +594,20 @@ std::thread_local! {
 /// holds, and returns whether it did; or does not spin at all (calling `done` once) where
 /// spinning has not been paying.
 ///
-/// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin
-/// is the short, fixed one of a lock waiter, never learned longer. Whether to spin at all is
-/// learned per thread (a thread's waits tend to be of one kind: a worker waiting for jobs,
-/// one side of a ping-pong): spins that win earn credit and spins that lose cost it, and a
-/// spin one of whose budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was
-/// preempted while spinning, so its spinning takes a CPU that other threads want. Without
-/// credit, a wait spins anyway when a notify of its thread found its waiters awake since its
-/// last decision (unless its last spin was preempted, or threads wait for CPUs: where they
-/// do, a notify that woke nobody more often means nobody waits), and one wait in
-/// `NOTIFY_PROBE_EVERY` spins as a probe: one budget, or, right after a notify of its thread
-/// woke a sleeper (a hand-off: the woken thread is likely the one to answer), budget after
-/// budget up to `MAX_SPIN_NS` in all, each after the first only while every runnable thread
-/// has a CPU, none was preempted and the deadline has not passed. Only such a probe outlasts a wake-up,
-/// so only it can find that two threads taking turns would answer each other while spinning.
-/// No budget grows with what a wait took.
+/// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin is the
+/// short, fixed one of a lock waiter, never learned longer. Whether to spin at all is learned per
+/// thread (a thread's waits tend to be of one kind: a worker waiting for jobs, one side of a
+/// ping-pong): spins that win earn credit and spins that lose cost it, and a spin one of whose
+/// budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
+/// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
+/// anyway when a notify of its thread found its waiters awake since its last decision (unless its
+/// last spin was preempted, or threads wait for CPUs: where they do, a notify that woke nobody more
+/// often means nobody waits), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe: one budget,
+/// or, right after a notify of its thread woke a sleeper (a hand-off: the woken thread is likely
+/// the one to answer), budget after budget up to `MAX_SPIN_NS` in all, each after the first only
+/// while every runnable thread has a CPU, none was preempted and the deadline has not passed. Only
+/// such a probe outlasts a wake-up, so only it can find that two threads taking turns would answer
+/// each other while spinning. No budget grows with what a wait took.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
@@ -598,7 +621,9 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     let spin = NOTIFY_HISTORY.with(|h| {
         let last_notify = h.last_notify.replace(LastNotify::None);
         if h.credit.get() > 0
-            || (last_notify == LastNotify::FoundAwake && !h.preempted.get() && cpus_to_spare())
+            || (last_notify == LastNotify::FoundAwake
+                && !h.preempted.get()
+                && every_runnable_thread_had_a_cpu_lately())
         {
             return Some(false);
         }
@@ -652,13 +677,13 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     won
 }
 
-/// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's
-/// release) did: `woken` sleepers it woke. None: its waiters, if any, are running, so this
-/// thread's next wait for a notify spins, credit or not, while every runnable thread has a
-/// CPU. Some: the next wait is likely for the answer of a thread it woke, so if that wait
-/// probes, the probe may outlast the wake-up ([`spin_for_notify`]). A policy input only: the notify itself is complete. It measures
-/// nothing (a notify never starts the policy's one-time measurement of the machine) and does
-/// nothing under a model checker or where the thread's locals are gone.
+/// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's release)
+/// did: `woken` sleepers it woke. None: its waiters, if any, are running, so this thread's next
+/// wait for a notify spins, credit or not, while every runnable thread has a CPU. Some: the next
+/// wait is likely for the answer of a thread it woke, so if that wait probes, the probe may outlast
+/// the wake-up ([`spin_for_notify`]). A policy input only: the notify itself is complete. It
+/// measures nothing (a notify never starts the policy's one-time measurement of the machine) and
+/// does nothing under a model checker or where the thread's locals are gone.
 #[inline]
 pub(crate) fn notified(woken: usize) {
     if !MODEL_CHECKED {
@@ -1016,6 +1041,22 @@ mod tests {
             }));
         }
         assert!(s.budget_ns() >= MIN_SPIN_NS, "budget {}", s.budget_ns());
+    }
+
+    #[test]
+    fn a_look_at_the_runnable_threads_answers_within_its_millisecond_only() {
+        assert_eq!(answer_of_look(0, 1), None, "no look yet");
+        for answer in [false, true] {
+            let look = runnable_look(7, answer);
+            assert_ne!(look, 0);
+            assert_eq!(answer_of_look(look, 7), Some(answer));
+            assert_eq!(
+                answer_of_look(look, 8),
+                None,
+                "a later millisecond asks again"
+            );
+            assert_eq!(answer_of_look(look, 6), None);
+        }
     }
 
     #[test]

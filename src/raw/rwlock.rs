@@ -284,6 +284,8 @@ impl RawRwLock {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return true,
+                // A spurious failure: the word did not change, so nobody got through.
+                Err(now) if now == state => {}
                 Err(_) => {
                     crate::spin::back_off(failures);
                     failures = failures.saturating_add(1);
@@ -742,20 +744,22 @@ impl RawRwLock {
         };
         let mut woken = false;
         let mut spin = SpinWait::new();
+        let mut failures = 0u32;
         loop {
             let state = self.state.load(Ordering::Relaxed);
             if read_lockable(state, held, woken) {
-                if self
-                    .state
-                    .compare_exchange_weak(
-                        state,
-                        state + held,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return true;
+                match self.state.compare_exchange_weak(
+                    state,
+                    state + held,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return true,
+                    Err(now) if now == state => {}
+                    Err(_) => {
+                        crate::spin::back_off(failures);
+                        failures = failures.saturating_add(1);
+                    }
                 }
                 continue;
             }

@@ -36,6 +36,15 @@ pub(crate) fn usable_cpus() -> usize {
     }
 }
 
+/// The CPUs the system has online (`sysconf(_SC_NPROCESSORS_ONLN)`), the scope of
+/// `/proc/loadavg`'s count of runnable threads; `None` where it cannot be had.
+pub(crate) fn online_cpus() -> Option<usize> {
+    // SAFETY: sysconf takes a plain name and returns a number or -1; it touches no memory of
+    // ours.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0)
+}
+
 /// How many times the calling thread has been switched out involuntarily (preempted) since it
 /// started: `getrusage(RUSAGE_THREAD)`'s `ru_nivcsw`; 0 if the call fails.
 pub(crate) fn involuntary_switches() -> u64 {
