@@ -272,28 +272,41 @@ impl RawRwLock {
 
     #[inline]
     fn try_read_kind(&self, held: u32) -> bool {
-        let mut state = self.state.load(Ordering::Relaxed);
-        let mut failures = 0;
         // Other readers and waiters change the word meanwhile: fail only when it is not
-        // lockable, and pause between attempts that lost to them.
-        while read_lockable(state, held, false) {
-            match self.state.compare_exchange_weak(
-                state,
-                state + held,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                // A spurious failure: the word did not change, so nobody got through.
-                Err(now) if now == state => {}
-                Err(_) => {
-                    crate::spin::back_off(failures);
-                    failures = failures.saturating_add(1);
-                    state = self.state.load(Ordering::Relaxed);
-                }
+        // lockable.
+        let mut failures = 0;
+        loop {
+            let state = self.state.load(Ordering::Relaxed);
+            if !read_lockable(state, held, false) {
+                return false;
+            }
+            if self.add_reader(state, held, &mut failures) {
+                return true;
             }
         }
-        false
+    }
+
+    /// One attempt to add a reader of kind `held` to the word, seen as `state`; returns whether
+    /// it did. An attempt that lost to another thread (the word changed; `failures` counts
+    /// them) pauses before the caller looks again (`crate::spin::back_off`); a spurious
+    /// failure (the word did not change) does not.
+    #[inline]
+    fn add_reader(&self, state: u32, held: u32, failures: &mut u32) -> bool {
+        match self.state.compare_exchange_weak(
+            state,
+            state + held,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => true,
+            Err(now) => {
+                if now != state {
+                    crate::spin::back_off(*failures);
+                    *failures = failures.saturating_add(1);
+                }
+                false
+            }
+        }
     }
 
     /// Blocks until this thread holds a read lock or `deadline` passes; returns whether it
@@ -748,18 +761,8 @@ impl RawRwLock {
         loop {
             let state = self.state.load(Ordering::Relaxed);
             if read_lockable(state, held, woken) {
-                match self.state.compare_exchange_weak(
-                    state,
-                    state + held,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return true,
-                    Err(now) if now == state => {}
-                    Err(_) => {
-                        crate::spin::back_off(failures);
-                        failures = failures.saturating_add(1);
-                    }
+                if self.add_reader(state, held, &mut failures) {
+                    return true;
                 }
                 continue;
             }
