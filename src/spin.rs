@@ -567,6 +567,22 @@ fn every_runnable_thread_had_a_cpu_lately() -> bool {
     answer
 }
 
+/// Whether a directed hand-off's wake-ups (`flipcall`'s opt-in mode) should be synchronous,
+/// running the woken thread on the waker's CPU: only while some runnable thread waits for a
+/// CPU. While one is idle, an ordinary wake-up lands the partner there at once, and keeping
+/// the pair on separate CPUs lets both spin past each other's turns; once none is idle, the
+/// waker's CPU is where the partner runs soonest.
+pub(crate) fn directed_wakeups_should_be_synchronous() -> bool {
+    !MODEL_CHECKED && !every_runnable_thread_had_a_cpu_lately()
+}
+
+/// Whether a waiter of a directed hand-off should spin for a partner that last handed the turn
+/// over from `partner_cpu`: not when that is the waiter's own CPU, where a synchronous wake-up
+/// put the waiter. The partner then cannot be running, and spinning only keeps it off the CPU.
+pub(crate) fn partner_may_be_running(partner_cpu: u32) -> bool {
+    partner_cpu != crate::futex::sys::thread::current_cpu()
+}
+
 /// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
 /// its answer in bit 0. The word 0 is no look.
 fn runnable_look(millisecond: u64, answer: bool) -> u64 {

@@ -49,6 +49,15 @@
 //! marks every waiting one with the word its look found, and sleeps on all those words at once
 //! with `futex_waitv`.
 //!
+//! ## Directed hand-offs (opt-in)
+//!
+//! Where the server thread opted in ([`Endpoint::direct_wakeups`]) the word and its steps stay
+//! as above; only how each side sleeps and wakes the other changes (`directed.rs`): the server
+//! sleeps in a system call the client answers, the client on the listener that receives it.
+//! A server handing the turn to a sleeping client keeps `SLEEPING` in the word it stores, as
+//! its wake of the client is its own sleep. A directed waiter does not spin when the peer
+//! last handed the turn over from this CPU (`spin::partner_may_be_running`).
+//!
 //! ## Peer death
 //!
 //! Each endpoint writes its process id into the header when it is made. A waiter whose peer is
@@ -61,7 +70,8 @@ use core::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::error::{Error, Violation};
+use super::directed::{self, DirectedWakeups, Sleeps};
+use super::error::{Error, Misuse, Violation};
 use super::window::{Region, CLIENT_ROLE, SERVER_ROLE};
 use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::{Deadline, Futex, Private, Scope, ScopeKind, Shared};
@@ -101,6 +111,13 @@ impl Role {
         match self {
             Role::Client => CLIENT,
             Role::Server => SERVER,
+        }
+    }
+
+    fn peer(self) -> Role {
+        match self {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
         }
     }
 
@@ -207,6 +224,7 @@ pub struct Endpoint<S: Scope = Private> {
     phase: Phase,
     spinner: Spinner,
     peer: super::peer::PeerWatch,
+    sleeps: Sleeps,
     scope: PhantomData<fn() -> S>,
 }
 
@@ -225,6 +243,7 @@ impl<S: Scope> core::fmt::Debug for Endpoint<S> {
             .field("scope", &S::KIND)
             .field("phase", &self.phase)
             .field("capacity", &self.capacity())
+            .field("directed", &self.sleeps.is_directed())
             .finish_non_exhaustive()
     }
 }
@@ -329,8 +348,108 @@ impl<S: Scope> Endpoint<S> {
             phase: Phase::Start,
             spinner: Spinner::new(),
             peer,
+            sleeps: Sleeps::OnFutex,
             scope: PhantomData,
         })
+    }
+
+    /// Server, on the thread that will serve the channel, before
+    /// [`recv_first`](Endpoint::recv_first): opts in to directed hand-offs. Returns the listener
+    /// to give the client ([`accept_directed_wakeups`](Endpoint::accept_directed_wakeups)).
+    ///
+    /// From then on this endpoint sleeps in a system call its client answers, and each
+    /// side's wake-up of the other can run the woken thread on the waker's CPU (seccomp's
+    /// synchronous user notifications, Linux 6.6): a round trip that does not wait for a CPU
+    /// to come free when every CPU is busy. While both sides run on CPUs of their own they
+    /// hand the turn over without a system call, as before.
+    ///
+    /// What it costs, for the rest of this thread's life:
+    ///
+    /// * the thread carries a seccomp filter, which every system call it makes runs (it lets
+    ///   every call through except futexkit's own), and which threads and processes it
+    ///   creates inherit;
+    /// * the thread gets `no_new_privs`: programs it executes gain no privileges (set-user-ID
+    ///   bits are ignored);
+    /// * the endpoint is usable on this thread only ([`Misuse::WrongThread`] elsewhere), its
+    ///   waits cannot time out ([`Misuse::Timeout`]), it cannot join a
+    ///   [`Server`](super::Server), and a shutdown reaches it only when the client next calls
+    ///   or goes: its sleep ends only by the client's answer, or when the client's endpoint,
+    ///   which holds the listener, is dropped (then [`Error::Shutdown`], or
+    ///   [`Error::PeerDied`] if the client's process died).
+    ///
+    /// ```
+    /// use futexkit::flipcall::{self, Error};
+    ///
+    /// let (mut client, mut server) = flipcall::pair(64)?;
+    /// let (wakeups_tx, wakeups_rx) = std::sync::mpsc::channel();
+    /// let server = std::thread::spawn(move || -> Result<(), Error> {
+    ///     match server.direct_wakeups() {
+    ///         Ok(wakeups) => wakeups_tx.send(Some(wakeups)).unwrap(),
+    ///         // Too old a kernel, or a sandbox: the channel hands off as before.
+    ///         Err(Error::DirectedUnavailable(_)) => wakeups_tx.send(None).unwrap(),
+    ///         Err(err) => return Err(err),
+    ///     }
+    ///     let mut len = server.recv_first()?;
+    ///     loop {
+    ///         server.data_mut()[..len].reverse();
+    ///         len = match server.send_recv(len) {
+    ///             Ok(len) => len,
+    ///             Err(Error::Shutdown) => return Ok(()),
+    ///             Err(err) => return Err(err),
+    ///         };
+    ///     }
+    /// });
+    /// if let Some(wakeups) = wakeups_rx.recv().unwrap() {
+    ///     client.accept_directed_wakeups(wakeups)?;
+    /// }
+    /// client.connect()?;
+    /// client.data_mut()[..3].copy_from_slice(b"abc");
+    /// let len = client.send_recv(3)?;
+    /// assert_eq!(&client.data()[..len], b"cba");
+    /// drop(client);
+    /// server.join().unwrap()?;
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DirectedUnavailable`] with the reason
+    /// ([`directed_wakeups_available`](super::directed_wakeups_available)), the endpoint and
+    /// thread unchanged; [`Misuse::NotAtStart`] on a client, after `recv_first`, or a second
+    /// time.
+    pub fn direct_wakeups(&mut self) -> Result<DirectedWakeups, Error> {
+        if self.role != Role::Server || self.phase != Phase::Start || self.sleeps.is_directed() {
+            return Err(Error::DirectedMisuse(Misuse::NotAtStart));
+        }
+        let listener = directed::install_on_this_thread()?;
+        self.sleeps = Sleeps::InCall {
+            thread: crate::futex::sys::current_tid(),
+            listener_gone: false,
+        };
+        Ok(DirectedWakeups { listener })
+    }
+
+    /// Client, before [`connect`](Endpoint::connect): takes the listener of a server that opted
+    /// in to directed hand-offs ([`direct_wakeups`](Endpoint::direct_wakeups)). From then on
+    /// this endpoint sleeps on the listener, in slices of [`PEER_CHECK_INTERVAL`] (so a
+    /// shutdown by a [`ShutdownHandle`] reaches it within one), and wakes the server by
+    /// answering its calls. Dropping the endpoint, or seeing the channel shut down, closes the
+    /// listener, which ends the server's wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Misuse::NotAtStart`] on a server, after `connect`, or a second time.
+    pub fn accept_directed_wakeups(&mut self, wakeups: DirectedWakeups) -> Result<(), Error> {
+        if self.role != Role::Client || self.phase != Phase::Start || self.sleeps.is_directed() {
+            return Err(Error::DirectedMisuse(Misuse::NotAtStart));
+        }
+        self.sleeps = Sleeps::OnListener(directed::Answerer::new(wakeups));
+        Ok(())
+    }
+
+    /// Whether this endpoint hands off by directed wake-ups.
+    pub fn is_directed(&self) -> bool {
+        self.sleeps.is_directed()
     }
 
     /// This endpoint's role.
@@ -472,6 +591,7 @@ impl<S: Scope> Endpoint<S> {
         if self.role != Role::Server || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
         }
+        self.refuse_directed_misuse(deadline)?;
         self.region.header().len.store(0, Ordering::Relaxed);
         self.hand_over_and_wait(NEW, deadline)
     }
@@ -520,6 +640,7 @@ impl<S: Scope> Endpoint<S> {
     }
 
     fn send_recv_until(&mut self, len: usize, deadline: Option<Deadline>) -> Result<usize, Error> {
+        self.refuse_directed_misuse(deadline)?;
         self.store_len(len)?;
         self.hand_over_and_wait(self.role.turn(), deadline)
     }
@@ -527,14 +648,19 @@ impl<S: Scope> Endpoint<S> {
     /// Hands the first `len` bytes to the peer without waiting for a reply (a server's last
     /// answer, for example). [`recv`](Endpoint::recv) can still wait for the turn later.
     ///
+    /// A server in directed mode ([`direct_wakeups`](Endpoint::direct_wakeups)) wakes a
+    /// sleeping client by its own sleep: then this returns once the client hands the turn
+    /// back (which `recv` then takes at once) or goes.
+    ///
     /// # Errors
     ///
     /// As [`send_recv`](Endpoint::send_recv), without the waiting ones.
     pub fn send_last(&mut self, len: usize) -> Result<(), Error> {
+        self.refuse_directed_misuse(None)?;
         self.store_len(len)?;
         let peer_slept = self.hand_over(self.role.turn())?;
         if peer_slept {
-            self.wake_peer();
+            self.wake_peer_directed_or_not(None)?;
         }
         Ok(())
     }
@@ -563,7 +689,22 @@ impl<S: Scope> Endpoint<S> {
         if self.phase != Phase::Waiting {
             return Err(Error::WrongTurn);
         }
+        self.refuse_directed_misuse(deadline)?;
         self.wait_for_turn(deadline)
+    }
+
+    /// A directed server sleeps in a call that only its own thread can make, and that cannot
+    /// time out: it refuses another thread, and a deadline, before anything moves.
+    fn refuse_directed_misuse(&self, deadline: Option<Deadline>) -> Result<(), Error> {
+        if let Sleeps::InCall { thread, .. } = self.sleeps {
+            if crate::futex::sys::current_tid() != thread {
+                return Err(Error::DirectedMisuse(Misuse::WrongThread));
+            }
+            if deadline.is_some() {
+                return Err(Error::DirectedMisuse(Misuse::Timeout));
+            }
+        }
+        Ok(())
     }
 
     fn store_len(&mut self, len: usize) -> Result<(), Error> {
@@ -590,30 +731,59 @@ impl<S: Scope> Endpoint<S> {
     ) -> Result<usize, Error> {
         let peer_slept = self.hand_over(from)?;
         if peer_slept {
-            if swap::mode() == SwapMode::Kernel {
-                self.swap_to_peer(deadline)?;
-            } else {
-                self.wake_peer();
-            }
+            self.wake_peer_directed_or_not(deadline)?;
         }
         self.wait_for_turn(deadline)
+    }
+
+    /// Wakes the peer that a hand-over found asleep: a futex wake, or a kernel swap (which also
+    /// sleeps); a directed server's intercepted call (which also sleeps); a directed client's
+    /// answer to the server's call.
+    fn wake_peer_directed_or_not(&mut self, deadline: Option<Deadline>) -> Result<(), Error> {
+        match &mut self.sleeps {
+            Sleeps::OnFutex if swap::mode() == SwapMode::Kernel => self.swap_to_peer(deadline),
+            Sleeps::OnFutex => {
+                self.wake_peer();
+                Ok(())
+            }
+            Sleeps::InCall {
+                thread,
+                listener_gone,
+            } => directed::sleep_in_call(*thread, listener_gone),
+            Sleeps::OnListener(answerer) => answerer.wake_server(),
+        }
     }
 
     /// Moves the turn from `from` (this side's) to the peer; returns whether the peer slept.
     fn hand_over(&mut self, from: u32) -> Result<bool, Error> {
         let state = &self.region.header().state;
         let to = self.role.peer_turn();
+        // A directed server wakes a sleeping client by its own sleep: the word it stores says so.
+        let keeps_sleeping = matches!(self.sleeps, Sleeps::InCall { .. });
+        if self.sleeps.is_directed() {
+            let cpu = crate::futex::sys::thread::current_cpu();
+            self.region
+                .header()
+                .cpu_of(self.role)
+                .store(cpu, Ordering::Relaxed);
+        }
         let mut current = state.load(Ordering::Relaxed);
         for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
             // Holding the turn, SHUTDOWN wins: nothing more may be handed over.
             if current & SHUTDOWN != 0 && current & !KNOWN_BITS == 0 {
+                self.release_listener();
                 return Err(Error::Shutdown);
             }
             match classify(current & !SLEEPING, from, to) {
                 Seen::Mine => {}
                 seen => return Err(seen.violation(current).into()),
             }
-            match state.compare_exchange_weak(current, to, Ordering::Release, Ordering::Relaxed) {
+            let next = if keeps_sleeping {
+                to | (current & SLEEPING)
+            } else {
+                to
+            };
+            match state.compare_exchange_weak(current, next, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => {
                     self.phase = Phase::Waiting;
                     return Ok(current & SLEEPING != 0);
@@ -668,8 +838,10 @@ impl<S: Scope> Endpoint<S> {
         if self.peer.died() {
             return Err(Error::PeerDied);
         }
-        self.spinner
-            .spin_until_before(deadline, || !self.peer_holds_turn());
+        if self.worth_spinning() {
+            self.spinner
+                .spin_until_before(deadline, || !self.peer_holds_turn());
+        }
         let mut slept_since: Option<Instant> = None;
         let mut first_look = true;
         let mut lost_races = 0u32;
@@ -688,6 +860,10 @@ impl<S: Scope> Endpoint<S> {
                 return Err(Error::TimedOut);
             }
             first_look = false;
+            if let Some(result) = self.directed_before_mark(deadline) {
+                result?;
+                continue;
+            }
             let Some(asleep) = self.mark_sleeping(seen) else {
                 // Only a peer rewriting the word makes this fail again and again: let it not
                 // keep us from noticing its death, nor from sharing the CPU.
@@ -754,7 +930,10 @@ impl<S: Scope> Endpoint<S> {
                 self.received_len().map(Look::Taken)
             }
             Seen::Pending => Ok(Look::Pending(PeerTurn(current))),
-            Seen::Shutdown => Err(Error::Shutdown),
+            Seen::Shutdown => {
+                self.release_listener();
+                Err(Error::Shutdown)
+            }
             seen => Err(seen.violation(current).into()),
         }
     }
@@ -780,6 +959,22 @@ impl<S: Scope> Endpoint<S> {
     /// the word moved, or when the slice ran out with the deadline still ahead and the peer
     /// still alive.
     fn sleep(&mut self, asleep: u32, deadline: Option<Deadline>) -> Result<(), Error> {
+        match &mut self.sleeps {
+            Sleeps::OnFutex => {}
+            Sleeps::InCall {
+                thread,
+                listener_gone,
+            } => return directed::sleep_in_call(*thread, listener_gone),
+            Sleeps::OnListener(answerer) => {
+                if answerer.sleep()? {
+                    return Ok(());
+                }
+                if deadline.is_some_and(|d| d.has_passed()) {
+                    return Err(Error::TimedOut);
+                }
+                return self.check_peer();
+            }
+        }
         let slice = self.slice_deadline(deadline);
         match self.state_futex().wait(asleep, slice) {
             Ok(()) | Err(crate::futex::Error::ValueChanged) => Ok(()),
@@ -791,6 +986,56 @@ impl<S: Scope> Endpoint<S> {
             }
             Err(err) => Err(err.into()),
         }
+    }
+
+    // ---- Directed hand-offs (module docs; `directed.rs`) ----
+
+    /// Whether a waiter spins before it sleeps: not a directed client that owes the server an
+    /// answer (the server cannot run until it has it), nor a directed waiter whose peer last
+    /// handed the turn over from this CPU.
+    fn worth_spinning(&self) -> bool {
+        match &self.sleeps {
+            Sleeps::OnFutex => true,
+            Sleeps::OnListener(answerer) if answerer.owes() => false,
+            Sleeps::InCall { .. } | Sleeps::OnListener(_) => {
+                let peer_cpu = self.region.header().cpu_of(self.role.peer());
+                crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed))
+            }
+        }
+    }
+
+    /// The directed steps that come before marking `SLEEPING`, for a waiter whose look found
+    /// the peer holding the turn: a client that owes the server an answer waits for its call
+    /// and answers it (no mark: the turn cannot come back before); a waiter whose peer's
+    /// thread is gone stops. `None`: go on to mark and sleep.
+    fn directed_before_mark(&mut self, deadline: Option<Deadline>) -> Option<Result<(), Error>> {
+        match &mut self.sleeps {
+            Sleeps::OnFutex => None,
+            Sleeps::InCall { listener_gone, .. } => {
+                (*listener_gone).then_some(Err(Error::PeerDied))
+            }
+            Sleeps::OnListener(answerer) if answerer.hung_up() => Some(Err(Error::PeerDied)),
+            Sleeps::OnListener(answerer) if answerer.owes() => Some(match answerer.sleep() {
+                Ok(true) => Ok(()),
+                Ok(false) if deadline.is_some_and(|d| d.has_passed()) => Err(Error::TimedOut),
+                Ok(false) => self.check_peer(),
+                Err(err) => Err(err),
+            }),
+            Sleeps::OnListener(_) => None,
+        }
+    }
+
+    /// A client that sees the channel shut down closes its listener: the server's call, made
+    /// or to come, fails at once, and the server sees the shutdown.
+    fn release_listener(&mut self) {
+        if matches!(self.sleeps, Sleeps::OnListener(_)) {
+            self.sleeps = Sleeps::OnFutex;
+        }
+    }
+
+    /// Whether this is a directed server endpoint, which a [`Server`](super::Server) refuses.
+    pub(crate) fn sleeps_in_call(&self) -> bool {
+        matches!(self.sleeps, Sleeps::InCall { .. })
     }
 
     // ---- Server only ----

@@ -11,6 +11,8 @@
 //!        20   server_pid  the server's process id, likewise
 //!        24   client_pidns the client's pid namespace (its inode, folded to 32 bits; 0 unknown)
 //!        28   server_pidns likewise: peer death is watched only within one pid namespace
+//!        32   client_cpu  the CPU the client last handed the turn over from (directed mode only)
+//!        36   server_cpu  likewise for the server: a spin-policy hint, never trusted for more
 //!        64   state       the futex word (see `endpoint.rs`), on its own cache line
 //!        68   len         length of the message handed over with the turn
 //!        128  data        `capacity` bytes
@@ -56,7 +58,9 @@ pub(crate) struct Header {
     server_pid: AtomicU32,
     client_pidns: AtomicU32,
     server_pidns: AtomicU32,
-    _reserved: [AtomicU32; 8],
+    client_cpu: AtomicU32,
+    server_cpu: AtomicU32,
+    _reserved: [AtomicU32; 6],
     pub(crate) state: AtomicU32,
     pub(crate) len: AtomicU32,
     _reserved_line: [AtomicU32; 14],
@@ -78,10 +82,20 @@ impl Header {
             server_pid: AtomicU32::new(0),
             client_pidns: AtomicU32::new(0),
             server_pidns: AtomicU32::new(0),
+            client_cpu: AtomicU32::new(u32::MAX),
+            server_cpu: AtomicU32::new(u32::MAX),
             _reserved: core::array::from_fn(|_| AtomicU32::new(0)),
             state: AtomicU32::new(0),
             len: AtomicU32::new(0),
             _reserved_line: core::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+
+    /// Where the endpoint of `role` writes the CPU it last handed the turn over from.
+    pub(crate) fn cpu_of(&self, role: Role) -> &AtomicU32 {
+        match role {
+            Role::Client => &self.client_cpu,
+            Role::Server => &self.server_cpu,
         }
     }
 
