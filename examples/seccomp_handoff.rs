@@ -13,9 +13,10 @@
 //! same interleaved run, the same round trip by futex wake + wait (free and pinned to one CPU),
 //! by futexkit's hand-offs on this kernel (`swap`, `Parker::swap_to`, FlipCall) and by a pipe
 //! pair; idle, then with a busy thread on every CPU, then with two busy threads on every CPU.
-//! The "turn word" row is the shape an opt-in mode would take (`spin_then_seccomp_round_trips`):
-//! both sides spin on a turn word while they run on CPUs of their own and sleep through
-//! seccomp only when the spin fails, with synchronous wake-ups only while no CPU is idle.
+//! The "directed hand-offs" rows are futexkit's FlipCall in its opt-in mode
+//! (`Endpoint::direct_wakeups`), which is built on this mechanism: both sides spin on the turn
+//! word while they run on CPUs of their own and sleep through seccomp only when the spin fails,
+//! with synchronous wake-ups only while no CPU is idle.
 //!
 //! Every batch is a fresh pair (a new client thread, filter and supervisor for the seccomp
 //! rows). The table gives the median batch's round trip, the mean (total time over total round
@@ -24,11 +25,9 @@
 //! `cargo run --release --example seccomp_handoff [-- --quick | --batches N]`
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use futexkit::spin::SpinWait;
 use futexkit_support::flipcall::{Client, Mechanism as FlipMechanism, Placement};
 use futexkit_support::pingpong::{self, BackgroundLoad, Mechanism};
 
@@ -75,10 +74,9 @@ enum Row {
     },
     PingPong(Mechanism),
     FlipCall(Placement),
+    /// futexkit's FlipCall with directed hand-offs (the opt-in mode that ships).
+    FlipCallDirected(Placement),
     FutexCrossProcess,
-    /// A turn word that each side spins on first and sleeps through seccomp only when the
-    /// spin fails: the shape an opt-in mode would have (`spin_then_seccomp_round_trips`).
-    SpinThenSeccomp,
 }
 
 impl Row {
@@ -99,10 +97,13 @@ impl Row {
             Row::PingPong(m) => format!("{}, threads", m.name()),
             Row::FlipCall(Placement::Thread) => "futexkit FlipCall, threads".into(),
             Row::FlipCall(Placement::Process) => "futexkit FlipCall, processes".into(),
-            Row::FutexCrossProcess => "futex wake+wait, processes".into(),
-            Row::SpinThenSeccomp => {
-                "turn word: spin, then seccomp + SYNC_WAKE_UP (client polls), threads".into()
+            Row::FlipCallDirected(Placement::Thread) => {
+                "futexkit FlipCall, directed hand-offs, threads".into()
             }
+            Row::FlipCallDirected(Placement::Process) => {
+                "futexkit FlipCall, directed hand-offs, processes".into()
+            }
+            Row::FutexCrossProcess => "futex wake+wait, processes".into(),
         }
     }
 
@@ -110,10 +111,12 @@ impl Row {
     fn side(self) -> Side {
         match self {
             Row::Seccomp { side, .. } => side,
-            Row::PingPong(_) | Row::FlipCall(Placement::Thread) | Row::SpinThenSeccomp => {
-                Side::Thread
-            }
-            Row::FlipCall(Placement::Process) | Row::FutexCrossProcess => Side::Process,
+            Row::PingPong(_)
+            | Row::FlipCall(Placement::Thread)
+            | Row::FlipCallDirected(Placement::Thread) => Side::Thread,
+            Row::FlipCall(Placement::Process)
+            | Row::FlipCallDirected(Placement::Process)
+            | Row::FutexCrossProcess => Side::Process,
         }
     }
 
@@ -133,15 +136,17 @@ impl Row {
             Row::FlipCall(placement) => {
                 Client::start(FlipMechanism::FlipCall, placement).round_trips(0, n)
             }
+            Row::FlipCallDirected(placement) => {
+                Client::start(FlipMechanism::FlipCallDirected, placement).round_trips(0, n)
+            }
             Row::FutexCrossProcess => {
                 Client::start(FlipMechanism::FutexWakeWait, Placement::Process).round_trips(0, n)
             }
-            Row::SpinThenSeccomp => spin_then_seccomp_round_trips(n),
         }
     }
 }
 
-const ROWS: [Row; 15] = [
+const ROWS: [Row; 16] = [
     Row::PingPong(Mechanism::FutexWakeWait),
     Row::PingPong(Mechanism::FutexWakeWaitOneCpu),
     Row::Seccomp {
@@ -159,10 +164,10 @@ const ROWS: [Row; 15] = [
         side: Side::Thread,
         wait: SupervisorWait::Recv,
     },
-    Row::SpinThenSeccomp,
     Row::PingPong(Mechanism::SwapEmulated),
     Row::PingPong(Mechanism::Parker),
     Row::FlipCall(Placement::Thread),
+    Row::FlipCallDirected(Placement::Thread),
     Row::PingPong(Mechanism::Pipe),
     Row::FutexCrossProcess,
     Row::Seccomp {
@@ -181,6 +186,7 @@ const ROWS: [Row; 15] = [
         wait: SupervisorWait::Recv,
     },
     Row::FlipCall(Placement::Process),
+    Row::FlipCallDirected(Placement::Process),
 ];
 
 fn main() {
@@ -206,7 +212,7 @@ fn main() {
         Err(why) => {
             println!("seccomp rows skipped: {why}");
             ROWS.into_iter()
-                .filter(|r| !matches!(r, Row::Seccomp { .. } | Row::SpinThenSeccomp))
+                .filter(|r| !matches!(r, Row::Seccomp { .. } | Row::FlipCallDirected(_)))
                 .collect()
         }
     };
@@ -548,218 +554,4 @@ fn seccomp_round_trips(sync: bool, side: Side, wait: SupervisorWait, n: u64) -> 
 enum Supervisor {
     Thread(std::thread::JoinHandle<()>),
     Process(libc::pid_t),
-}
-
-// ---- a turn word: spin first, sleep through seccomp only when the spin fails ----
-
-/// The turn bit of the word: who holds the turn.
-const TURN: u32 = 1;
-const CLIENT_TURN: u32 = 0;
-const SERVER_TURN: u32 = 1;
-/// The client sleeps in `poll` on the listener, or is about to: the server hands the turn
-/// back by an intercepted call, which wakes it. Set by the client, cleared by the server's
-/// hand-back.
-const CLIENT_ASLEEP: u32 = 2;
-/// The server has made, or is about to make, an intercepted call that the client has not
-/// answered: the client's next hand-over answers it (exactly once). Set by the server, cleared
-/// by the client's hand-over.
-const SERVER_ASLEEP: u32 = 4;
-
-/// What both sides of `spin_then_seccomp_round_trips` share: the turn word, the CPU each side
-/// last handed the turn over from, and whether some CPU was idle at the client's last look.
-struct Turns {
-    word: AtomicU32,
-    client_cpu: AtomicU32,
-    server_cpu: AtomicU32,
-    cpu_idle: AtomicBool,
-}
-
-/// How long a side spins while some CPU is idle: longer than an ordinary wake-up takes, so
-/// that a pair that fell asleep gets back to spinning (its spin then takes no CPU another
-/// thread wants).
-const IDLE_SPIN: Duration = Duration::from_micros(100);
-
-/// The CPU this thread runs on now (glibc reads it from rseq or the vDSO: no system call).
-fn this_cpu() -> u32 {
-    // SAFETY: sched_getcpu takes no arguments and only reads this thread's state.
-    unsafe { libc::sched_getcpu() as u32 }
-}
-
-/// Waits until `ready` holds: spins unless the partner last ran on this thread's CPU (then
-/// it cannot be running: a sync wake-up put it here, so spinning would only delay it), for
-/// `IDLE_SPIN` while some CPU is idle and a `SpinWait`'s budget otherwise; then `sleep`s each
-/// time `may_sleep` marks this side asleep.
-fn wait_for_turn(
-    ready: impl Fn() -> bool,
-    turns: &Turns,
-    partner_cpu: &AtomicU32,
-    mut may_sleep: impl FnMut() -> bool,
-    mut sleep: impl FnMut() -> bool,
-) -> bool {
-    let mut spin = SpinWait::new();
-    let partner_may_run = partner_cpu.load(Ordering::Relaxed) != this_cpu();
-    let spin_until = turns
-        .cpu_idle
-        .load(Ordering::Relaxed)
-        .then(|| Instant::now() + IDLE_SPIN);
-    while !ready() {
-        if partner_may_run {
-            let spinning = match spin_until {
-                Some(end) => {
-                    std::hint::spin_loop();
-                    Instant::now() < end
-                }
-                None => spin.spin(),
-            };
-            if spinning {
-                continue;
-            }
-        }
-        if may_sleep() && !sleep() {
-            return false;
-        }
-    }
-    true
-}
-
-/// `n` round trips between a client thread that holds the listener and a server thread that
-/// carries the filter, over one turn word. While both run on CPUs of their own, each spins on
-/// the word (`wait_for_turn`) and hands the turn over by a store: no system call. A side
-/// whose spin fails, or that finds its partner last ran on its own CPU, sleeps: the server in
-/// an intercepted call, which the client answers when it hands the turn over; the client in
-/// `poll` on the listener (a wait that could keep a deadline), which the server's hand-back
-/// wakes by being an intercepted call. The wake-ups are synchronous (on the waker's CPU) only
-/// while no CPU is idle (`/proc/loadavg`, read every `LOAD_CHECK_EVERY` round trips): a
-/// synchronous wake-up puts the pair on one CPU, where they can no longer spin past each
-/// other, and only an ordinary one spreads them again.
-fn spin_then_seccomp_round_trips(n: u64) -> Duration {
-    let turns = Arc::new(Turns {
-        word: AtomicU32::new(CLIENT_TURN),
-        client_cpu: AtomicU32::new(u32::MAX),
-        server_cpu: AtomicU32::new(u32::MAX),
-        cpu_idle: AtomicBool::new(false),
-    });
-    let (fd_tx, fd_rx) = mpsc::channel::<OwnedFd>();
-    let server = {
-        let turns = Arc::clone(&turns);
-        std::thread::spawn(move || {
-            let listener = install_filter().expect("probed");
-            // The client holds the only copy: when it closes it, this thread's call fails.
-            fd_tx.send(listener).unwrap();
-            serve_turns(&turns);
-        })
-    };
-    let listener = fd_rx.recv().unwrap();
-    let fd = listener.as_raw_fd();
-    let cpus = futexkit::capabilities().usable_cpus();
-    let mut sync = false;
-    let start = Instant::now();
-    // The id of a call of the server's received (by a wake) and not answered yet.
-    let mut pending = None;
-    for trip in 0..n {
-        if trip % LOAD_CHECK_EVERY == 0 {
-            let busy = runnable_threads().is_some_and(|r| r > cpus);
-            if busy != sync {
-                sync = busy;
-                set_flags(&listener, if sync { SYNC_WAKE_UP } else { 0 }).expect("probed");
-            }
-            turns.cpu_idle.store(!busy, Ordering::Relaxed);
-        }
-        // Hand the turn over, and answer the server's call if it sleeps in one.
-        turns.client_cpu.store(this_cpu(), Ordering::Relaxed);
-        if turns.word.swap(SERVER_TURN, Ordering::Release) & SERVER_ASLEEP != 0 {
-            let id = pending
-                .take()
-                .unwrap_or_else(|| receive(fd, SupervisorWait::PollThenRecv));
-            answer(fd, id);
-        }
-        // Wait for the turn to come back; sleep until the server's hand-back call.
-        wait_for_turn(
-            || turns.word.load(Ordering::Acquire) & TURN == CLIENT_TURN,
-            &turns,
-            &turns.server_cpu,
-            || {
-                turns
-                    .word
-                    .compare_exchange(
-                        SERVER_TURN,
-                        SERVER_TURN | CLIENT_ASLEEP,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-            },
-            || {
-                pending = Some(receive(fd, SupervisorWait::PollThenRecv));
-                true
-            },
-        );
-    }
-    let elapsed = start.elapsed();
-    // The server's call, made or to come, now fails: it stops.
-    drop(listener);
-    server.join().unwrap();
-    elapsed
-}
-
-/// Round trips between two looks at `/proc/loadavg` in `spin_then_seccomp_round_trips`.
-const LOAD_CHECK_EVERY: u64 = 256;
-
-/// Threads runnable on the whole system now (`/proc/loadavg`'s fourth field).
-fn runnable_threads() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_ascii_whitespace()
-        .nth(3)?
-        .split_once('/')?
-        .0
-        .parse()
-        .ok()
-}
-
-/// The server's side of `spin_then_seccomp_round_trips`, until the listener is closed.
-fn serve_turns(turns: &Turns) {
-    loop {
-        // Wait for the turn: spin, then sleep in an intercepted call.
-        let served = wait_for_turn(
-            || turns.word.load(Ordering::Acquire) & TURN == SERVER_TURN,
-            turns,
-            &turns.client_cpu,
-            || {
-                turns
-                    .word
-                    .compare_exchange(
-                        CLIENT_TURN,
-                        CLIENT_TURN | SERVER_ASLEEP,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-            },
-            call_answered,
-        );
-        if !served {
-            return;
-        }
-        // A request would be served here. Hand the turn back: by the word alone while the
-        // client is awake; by an intercepted call, which wakes it and sleeps until the next
-        // request, once it sleeps.
-        turns.server_cpu.store(this_cpu(), Ordering::Relaxed);
-        if turns
-            .word
-            .compare_exchange(
-                SERVER_TURN,
-                CLIENT_TURN,
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
-            .is_err()
-        {
-            turns
-                .word
-                .store(CLIENT_TURN | SERVER_ASLEEP, Ordering::Release);
-            if !call_answered() {
-                return;
-            }
-        }
-    }
 }

@@ -207,18 +207,20 @@ fn a_client_that_sleeps_is_woken_by_the_servers_call() {
 fn workload(dir: &std::path::Path, tag: &str) -> Vec<String> {
     let mut out = Vec::new();
     let path = dir.join(format!("flipcall-directed-{tag}-{}", std::process::id()));
-    std::fs::write(&path, b"seccomp").unwrap();
-    out.push(format!("{:?}", std::fs::read(&path).map_err(|e| e.kind())));
-    std::fs::remove_file(&path).unwrap();
+    let kind = |e: std::io::Error| e.kind();
     out.push(format!(
         "{:?}",
-        std::fs::read(&path).map_err(|e| e.raw_os_error())
+        std::fs::write(&path, b"seccomp").map_err(kind)
     ));
+    out.push(format!("{:?}", std::fs::read(&path).map_err(kind)));
+    out.push(format!("{:?}", std::fs::remove_file(&path).map_err(kind)));
+    out.push(format!("{:?}", std::fs::read(&path).map_err(kind)));
     let word = std::sync::atomic::AtomicU32::new(0);
     let futex = |op: i32| {
         // SAFETY: futex calls on a live word of ours; an unknown operation touches nothing.
         let r = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), op, 1, 0, 0, 0) };
-        (r, std::io::Error::last_os_error().raw_os_error())
+        let errno = (r < 0).then(|| std::io::Error::last_os_error().raw_os_error());
+        (r, errno)
     };
     out.push(format!("{:?}", futex(libc::FUTEX_WAKE)));
     // A wait on a word that does not hold the value: EAGAIN.

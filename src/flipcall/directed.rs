@@ -37,7 +37,7 @@ use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::error::{Error, Misuse, Unavailable};
+use super::error::{Error, Unavailable};
 use crate::futex::sys::notify::{self, Listener, Readiness};
 
 /// How long a client sleeps on the listener before it looks at the state word again: the bound
@@ -136,7 +136,7 @@ pub(crate) enum Sleeps {
     OnFutex,
     /// A directed server: in the intercepted call, on the thread whose filter sends it.
     InCall {
-        /// The kernel id of the thread carrying the filter.
+        /// The thread carrying the filter (`sys::thread_key`).
         thread: u32,
         /// The call failed with the listener closed: the client went.
         listener_gone: bool,
@@ -159,6 +159,8 @@ pub(crate) struct Answerer {
     owed: bool,
     hung_up: bool,
     synchronous: bool,
+    /// The last hand-over woke the server synchronously: it is queued on this CPU.
+    woke_server_here: bool,
 }
 
 impl Answerer {
@@ -169,6 +171,7 @@ impl Answerer {
             owed: false,
             hung_up: false,
             synchronous: false,
+            woke_server_here: false,
         }
     }
 
@@ -176,6 +179,12 @@ impl Answerer {
     /// answering first.
     pub(crate) fn owes(&self) -> bool {
         self.owed
+    }
+
+    /// Whether the last hand-over woke the server synchronously, which queues it on this
+    /// CPU: then a spin only keeps it from running. Asked once per wait.
+    pub(crate) fn take_woke_server_here(&mut self) -> bool {
+        core::mem::take(&mut self.woke_server_here)
     }
 
     /// Whether no thread carries the filter any more.
@@ -205,6 +214,7 @@ impl Answerer {
         match notify::answer_call(&self.listener, id) {
             Ok(()) => {
                 self.owed = false;
+                self.woke_server_here = self.synchronous;
                 Ok(())
             }
             // Withdrawn by a signal (and made again), or its thread exited: owed still.
@@ -236,12 +246,10 @@ impl Answerer {
     }
 }
 
-/// The server's sleep: the intercepted call, on the thread carrying the filter. `Ok` once the
-/// client answered, or the listener is closed (then `listener_gone` is set).
-pub(crate) fn sleep_in_call(thread: u32, listener_gone: &mut bool) -> Result<(), Error> {
-    if crate::futex::sys::current_tid() != thread {
-        return Err(Error::DirectedMisuse(Misuse::WrongThread));
-    }
+/// The server's sleep: the intercepted call, on the thread carrying the filter (the endpoint
+/// checks that at each call's entry). `Ok` once the client answered, or the listener is closed
+/// (then `listener_gone` is set).
+pub(crate) fn sleep_in_call(listener_gone: &mut bool) -> Result<(), Error> {
     match notify::intercepted_call() {
         Ok(()) => Ok(()),
         Err(libc::ENOSYS) => {

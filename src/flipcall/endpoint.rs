@@ -423,7 +423,7 @@ impl<S: Scope> Endpoint<S> {
         }
         let listener = directed::install_on_this_thread()?;
         self.sleeps = Sleeps::InCall {
-            thread: crate::futex::sys::current_tid(),
+            thread: crate::futex::sys::thread_key(),
             listener_gone: false,
         };
         Ok(DirectedWakeups { listener })
@@ -697,7 +697,7 @@ impl<S: Scope> Endpoint<S> {
     /// time out: it refuses another thread, and a deadline, before anything moves.
     fn refuse_directed_misuse(&self, deadline: Option<Deadline>) -> Result<(), Error> {
         if let Sleeps::InCall { thread, .. } = self.sleeps {
-            if crate::futex::sys::current_tid() != thread {
+            if crate::futex::sys::thread_key() != thread {
                 return Err(Error::DirectedMisuse(Misuse::WrongThread));
             }
             if deadline.is_some() {
@@ -746,10 +746,7 @@ impl<S: Scope> Endpoint<S> {
                 self.wake_peer();
                 Ok(())
             }
-            Sleeps::InCall {
-                thread,
-                listener_gone,
-            } => directed::sleep_in_call(*thread, listener_gone),
+            Sleeps::InCall { listener_gone, .. } => directed::sleep_in_call(listener_gone),
             Sleeps::OnListener(answerer) => answerer.wake_server(),
         }
     }
@@ -761,11 +758,13 @@ impl<S: Scope> Endpoint<S> {
         // A directed server wakes a sleeping client by its own sleep: the word it stores says so.
         let keeps_sleeping = matches!(self.sleeps, Sleeps::InCall { .. });
         if self.sleeps.is_directed() {
+            // Written only when it changes: the peer reads it at every wait, and a line that
+            // is written at every hand-over would move between the CPUs with the turn.
             let cpu = crate::futex::sys::thread::current_cpu();
-            self.region
-                .header()
-                .cpu_of(self.role)
-                .store(cpu, Ordering::Relaxed);
+            let recorded = self.region.header().cpu_of(self.role);
+            if recorded.load(Ordering::Relaxed) != cpu {
+                recorded.store(cpu, Ordering::Relaxed);
+            }
         }
         let mut current = state.load(Ordering::Relaxed);
         for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
@@ -961,10 +960,7 @@ impl<S: Scope> Endpoint<S> {
     fn sleep(&mut self, asleep: u32, deadline: Option<Deadline>) -> Result<(), Error> {
         match &mut self.sleeps {
             Sleeps::OnFutex => {}
-            Sleeps::InCall {
-                thread,
-                listener_gone,
-            } => return directed::sleep_in_call(*thread, listener_gone),
+            Sleeps::InCall { listener_gone, .. } => return directed::sleep_in_call(listener_gone),
             Sleeps::OnListener(answerer) => {
                 if answerer.sleep()? {
                     return Ok(());
@@ -991,17 +987,20 @@ impl<S: Scope> Endpoint<S> {
     // ---- Directed hand-offs (module docs; `directed.rs`) ----
 
     /// Whether a waiter spins before it sleeps: not a directed client that owes the server an
-    /// answer (the server cannot run until it has it), nor a directed waiter whose peer last
-    /// handed the turn over from this CPU.
-    fn worth_spinning(&self) -> bool {
-        match &self.sleeps {
-            Sleeps::OnFutex => true,
-            Sleeps::OnListener(answerer) if answerer.owes() => false,
-            Sleeps::InCall { .. } | Sleeps::OnListener(_) => {
-                let peer_cpu = self.region.header().cpu_of(self.role.peer());
-                crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed))
+    /// answer (the server cannot run until it has it) or has just woken it onto this CPU, nor a
+    /// directed waiter whose peer last handed the turn over from this CPU.
+    fn worth_spinning(&mut self) -> bool {
+        match &mut self.sleeps {
+            Sleeps::OnFutex => return true,
+            Sleeps::OnListener(answerer) => {
+                if answerer.take_woke_server_here() || answerer.owes() {
+                    return false;
+                }
             }
+            Sleeps::InCall { .. } => {}
         }
+        let peer_cpu = self.region.header().cpu_of(self.role.peer());
+        crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed))
     }
 
     /// The directed steps that come before marking `SLEEPING`, for a waiter whose look found

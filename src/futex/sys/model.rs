@@ -92,6 +92,11 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
+/// As `linux.rs`'s: the model thread's id ([`current_tid`]).
+pub(crate) fn thread_key() -> u32 {
+    current_tid()
+}
+
 /// No model thread has a robust list head of the C library's: the robust list code registers
 /// its own, which [`set_robust_list`] accepts. No model thread dies at an arbitrary
 /// instruction, so the kernel's walk of the list is not modelled.
