@@ -580,7 +580,7 @@ pub(crate) fn directed_wakeups_should_be_synchronous() -> bool {
 /// over from `partner_cpu`: not when that is the waiter's own CPU, where a synchronous wake-up
 /// put the waiter. The partner then cannot be running, and spinning only keeps it off the CPU.
 pub(crate) fn partner_may_be_running(partner_cpu: u32) -> bool {
-    partner_cpu != crate::futex::sys::thread::current_cpu()
+    partner_cpu != crate::futex::sys::current_cpu()
 }
 
 /// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,

@@ -569,3 +569,102 @@ fn a_client_process_death_is_peer_died_for_the_server() {
     kill_and_reap(pid);
     assert!(matches!(server.join().unwrap(), Err(Error::PeerDied)));
 }
+
+#[test]
+fn a_client_that_sees_a_shutdown_releases_the_sleeping_server() {
+    if !mode_runs("a_client_that_sees_a_shutdown_releases_the_sleeping_server") {
+        return;
+    }
+    let (mut client, mut server) = flipcall::pair(8).unwrap();
+    let stop = client.shutdown_handle();
+    let (opted_tx, opted_rx) = mpsc::channel();
+    let server = std::thread::spawn(move || {
+        opted_tx
+            .send((blocked::gettid(), server.direct_wakeups().unwrap()))
+            .unwrap();
+        server.recv_first()
+    });
+    let (tid, wakeups) = opted_rx.recv().unwrap();
+    client.accept_directed_wakeups(wakeups).unwrap();
+    client.connect_timeout(HANG).unwrap();
+    wait_until_in_intercepted_call(&format!("/proc/self/task/{tid}"));
+    // A shutdown from a third party does not reach the server in its call; the client's next
+    // call sees it and closes the listener, which does, while the client endpoint lives on.
+    stop.shutdown();
+    assert!(matches!(client.send_recv(0), Err(Error::Shutdown)));
+    assert!(matches!(server.join().unwrap(), Err(Error::Shutdown)));
+    drop(client);
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Installs a handler for SIGUSR1 (`restart`: with `SA_RESTART`, so the kernel restarts an
+/// interrupted call; else the call fails with `EINTR`), for `signals_interrupt_the_servers_call`.
+fn handle_sigusr1(restart: bool) {
+    // SAFETY: an all-zero sigaction is a valid value of this plain C struct; the handler only
+    // returns, which is async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = core::mem::zeroed();
+        action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = if restart { libc::SA_RESTART } else { 0 };
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, core::ptr::null_mut()),
+            0
+        );
+    }
+}
+
+#[test]
+fn signals_that_interrupt_the_servers_call_lose_no_hand_off() {
+    if !mode_runs("signals_that_interrupt_the_servers_call_lose_no_hand_off") {
+        return;
+    }
+    for restart in [false, true] {
+        handle_sigusr1(restart);
+        let (mut client, mut server) = flipcall::pair(64).unwrap();
+        let (wakeups_tx, wakeups_rx) = mpsc::channel();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let server = std::thread::spawn(move || {
+            tid_tx.send(blocked::gettid()).unwrap();
+            serve(&mut server, &wakeups_tx, true);
+        });
+        let tid = tid_rx.recv().unwrap();
+        client
+            .accept_directed_wakeups(wakeups_rx.recv().unwrap().unwrap())
+            .unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let signaller = {
+            let done = std::sync::Arc::clone(&done);
+            std::thread::spawn(move || {
+                let mut sent = 0u32;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    // SAFETY: signals a live thread of this process, whose handler only returns.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_tgkill,
+                            libc::getpid(),
+                            tid as libc::c_int,
+                            libc::SIGUSR1,
+                        )
+                    };
+                    sent += 1;
+                    std::thread::sleep(Duration::from_micros(20 + u64::from(sent % 7) * 30));
+                }
+                sent
+            })
+        };
+        client.connect_timeout(HANG).unwrap();
+        for round in 0..3_000u32 {
+            checked_call(&mut client, (round % 65) as usize, round as u8);
+            if round % 3 == 0 {
+                // Let the server fall asleep in its call, where the signals find it.
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent = signaller.join().unwrap();
+        assert!(sent > 0);
+        drop(client);
+        server.join().unwrap();
+    }
+}

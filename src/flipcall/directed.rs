@@ -10,28 +10,31 @@
 //! says the side waiting for the turn sleeps, and
 //!
 //! * a server sleeps in the intercepted call ([`Sleeps::InCall`]), which returns once the
-//!   client answers it, or fails once the listener is closed (the client went);
+//!   client answers it, fails once the listener is closed (the client went), or is
+//!   interrupted by a signal; in each case it looks at the word before it calls again;
 //! * a client sleeps in `poll` on the listener ([`Sleeps::OnListener`]), in slices, so that it
 //!   keeps its deadline and notices a shutdown or a dead server;
 //! * a server handing the turn to a sleeping client stores the client's turn *with* `SLEEPING`
 //!   and makes the intercepted call: the call wakes the client and is the server's own sleep,
-//!   the one step of a swap. The client receives it, and answers it when it next hands the
-//!   turn over;
-//! * a client handing the turn to a sleeping server answers the call it received, or, if it has
-//!   not arrived yet, owes the answer: its next wait answers the next call first, without
-//!   spinning or marking (the server cannot run until answered).
+//!   the one step of a swap;
+//! * a client answers each call as soon as the word shows the turn is the server's: at once if
+//!   it is when the call is received, else when the client hands the turn over.
 //!
-//! ## The client's bookkeeping ([`Answerer`])
+//! That last rule is the whole of the client's bookkeeping, and it needs no count of calls: the
+//! server, blocked in its call, cannot change the word, so the word read after a call arrives
+//! says whose turn the call waits for. A call made while the turn is the client's (the server
+//! waits for it, or has just handed it over) is kept until the client hands the turn over; any
+//! other (the server's wait, made before the client handed the turn over; or a call the kernel
+//! restarted after a signal, when its answer raced the signal and was lost) waits for a turn
+//! the server already has, and is answered at once. An answer to a call that a signal withdrew
+//! fails (`ENOENT`) and needs nothing more: the interrupted server looks at the word itself.
 //!
-//! | field      | meaning                                                  | set by                              | cleared by |
-//! |------------|----------------------------------------------------------|-------------------------------------|------------|
-//! | `received` | a call of the server's received and not answered         | a wait that receives while not owing | the next hand-over to a sleeping server |
-//! | `owed`     | the server's call, once it arrives, is answered at once  | a hand-over to a sleeping server with nothing received, or whose answer found the call withdrawn | a wait that receives and answers |
-//! | `hung_up`  | no thread carries the filter any more                    | a wait                              | never      |
-//!
-//! An honest server has at most one call outstanding, so a call received while owing is the
-//! owed one; one that a signal withdrew is made again, and the answer to the withdrawn one
-//! fails (`ENOENT`) and leaves the answer owed.
+//! | field              | meaning                                        | set by              | cleared by |
+//! |--------------------|------------------------------------------------|---------------------|------------|
+//! | `received`         | a call received while the turn was the client's | a wait              | the client's next hand-over, which answers it |
+//! | `server_unanswered`| the last hand-over found the server asleep with no call received: it cannot run before its call is answered, so the client does not spin | a hand-over | an answer |
+//! | `woke_server_here` | the last answer woke the server synchronously, onto this CPU: the client does not spin | an answer | the next wait |
+//! | `hung_up`          | no thread carries the filter any more           | a wait              | never      |
 
 use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
@@ -151,16 +154,15 @@ impl Sleeps {
     }
 }
 
-/// A directed client's listener and what it owes (module docs: the client's bookkeeping).
+/// A directed client's listener and its bookkeeping (module docs).
 #[derive(Debug)]
 pub(crate) struct Answerer {
     listener: Listener,
     received: Option<u64>,
-    owed: bool,
+    server_unanswered: bool,
+    woke_server_here: bool,
     hung_up: bool,
     synchronous: bool,
-    /// The last hand-over woke the server synchronously: it is queued on this CPU.
-    woke_server_here: bool,
 }
 
 impl Answerer {
@@ -168,23 +170,18 @@ impl Answerer {
         Answerer {
             listener: wakeups.listener,
             received: None,
-            owed: false,
+            server_unanswered: false,
+            woke_server_here: false,
             hung_up: false,
             synchronous: false,
-            woke_server_here: false,
         }
     }
 
-    /// Whether the server waits for an answer this side has not given: then waiting means
-    /// answering first.
-    pub(crate) fn owes(&self) -> bool {
-        self.owed
-    }
-
-    /// Whether the last hand-over woke the server synchronously, which queues it on this
-    /// CPU: then a spin only keeps it from running. Asked once per wait.
-    pub(crate) fn take_woke_server_here(&mut self) -> bool {
-        core::mem::take(&mut self.woke_server_here)
+    /// Whether spinning for the server's answer can pay: not when the server waits for an
+    /// answer of ours, nor when our last answer woke it onto this CPU (a spin would only keep
+    /// it from running). Asked once per wait.
+    pub(crate) fn server_may_be_running(&mut self) -> bool {
+        !core::mem::take(&mut self.woke_server_here) && !self.server_unanswered
     }
 
     /// Whether no thread carries the filter any more.
@@ -192,8 +189,9 @@ impl Answerer {
         self.hung_up
     }
 
-    /// Wakes the server after a hand-over found it asleep: answers the call received, or owes
-    /// the answer. First makes the wake-ups synchronous, or not, as the policy says now.
+    /// Wakes the server after a hand-over found it asleep: answers the call received, if any
+    /// (else the call is answered when it arrives, the turn being the server's then). First
+    /// makes the wake-ups synchronous, or not, as the policy says now.
     pub(crate) fn wake_server(&mut self) -> Result<(), Error> {
         let synchronous = crate::spin::directed_wakeups_should_be_synchronous();
         if synchronous != self.synchronous
@@ -204,38 +202,36 @@ impl Answerer {
         match self.received.take() {
             Some(id) => self.answer(id),
             None => {
-                self.owed = true;
+                self.server_unanswered = true;
                 Ok(())
             }
         }
     }
 
     fn answer(&mut self, id: u64) -> Result<(), Error> {
+        self.server_unanswered = false;
         match notify::answer_call(&self.listener, id) {
             Ok(()) => {
-                self.owed = false;
                 self.woke_server_here = self.synchronous;
                 Ok(())
             }
-            // Withdrawn by a signal (and made again), or its thread exited: owed still.
-            Err(libc::ENOENT) => {
-                self.owed = true;
-                Ok(())
-            }
+            // Withdrawn by a signal, or its thread exited: the server looks at the word itself.
+            Err(libc::ENOENT) => Ok(()),
             Err(errno) => Err(std::io::Error::from_raw_os_error(errno).into()),
         }
     }
 
-    /// Sleeps on the listener for one slice at most: receives a call that came (answering it if
-    /// owed, else keeping it), or notes that no thread carries the filter any more. Returns
-    /// whether anything came; `false` when the slice ran out.
-    pub(crate) fn sleep(&mut self) -> Result<bool, Error> {
+    /// Sleeps on the listener for one slice at most: receives a call that came, answering it
+    /// at once if `servers_turn()` (read after the call arrived) says the turn is the server's,
+    /// else keeping it for the next hand-over; or notes that no thread carries the filter any
+    /// more. Returns whether anything came; `false` when the slice ran out.
+    pub(crate) fn sleep(&mut self, servers_turn: impl FnOnce() -> bool) -> Result<bool, Error> {
         let io = |errno| Error::Io(std::io::Error::from_raw_os_error(errno));
         match notify::wait_for_call(&self.listener, LISTENER_SLICE).map_err(io)? {
             Readiness::Call => match notify::receive_call(&self.listener) {
-                Ok(id) if self.owed => self.answer(id)?,
+                Ok(id) if servers_turn() => self.answer(id)?,
                 Ok(id) => self.received = Some(id),
-                // Withdrawn since the poll saw it: it comes again.
+                // Withdrawn since the poll saw it.
                 Err(libc::ENOENT) => {}
                 Err(errno) => return Err(io(errno)),
             },
@@ -247,11 +243,12 @@ impl Answerer {
 }
 
 /// The server's sleep: the intercepted call, on the thread carrying the filter (the endpoint
-/// checks that at each call's entry). `Ok` once the client answered, or the listener is closed
+/// checks that at each call's entry). `Ok` once the client answered, a signal interrupted it
+/// (the caller looks at the word again, as after a spurious wake-up), or the listener is closed
 /// (then `listener_gone` is set).
 pub(crate) fn sleep_in_call(listener_gone: &mut bool) -> Result<(), Error> {
     match notify::intercepted_call() {
-        Ok(()) => Ok(()),
+        Ok(()) | Err(libc::EINTR) => Ok(()),
         Err(libc::ENOSYS) => {
             *listener_gone = true;
             Ok(())

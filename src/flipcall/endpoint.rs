@@ -160,6 +160,12 @@ enum Seen {
     Unexpected,
 }
 
+/// Whether `state` shows the peer holding the turn, to a side waiting for `mine` while the
+/// peer holds `pending`.
+fn peer_holds_turn_in(state: u32, mine: u32, pending: u32) -> bool {
+    matches!(classify(state & !SLEEPING, mine, pending), Seen::Pending)
+}
+
 fn classify(state: u32, mine: u32, pending: u32) -> Seen {
     let turn = state & TURN_MASK;
     if state & !KNOWN_BITS != 0 || turn == TURN_MASK {
@@ -760,7 +766,7 @@ impl<S: Scope> Endpoint<S> {
         if self.sleeps.is_directed() {
             // Written only when it changes: the peer reads it at every wait, and a line that
             // is written at every hand-over would move between the CPUs with the turn.
-            let cpu = crate::futex::sys::thread::current_cpu();
+            let cpu = crate::futex::sys::current_cpu();
             let recorded = self.region.header().cpu_of(self.role);
             if recorded.load(Ordering::Relaxed) != cpu {
                 recorded.store(cpu, Ordering::Relaxed);
@@ -859,9 +865,8 @@ impl<S: Scope> Endpoint<S> {
                 return Err(Error::TimedOut);
             }
             first_look = false;
-            if let Some(result) = self.directed_before_mark(deadline) {
-                result?;
-                continue;
+            if let Some(gone) = self.directed_peer_gone() {
+                return Err(gone);
             }
             let Some(asleep) = self.mark_sleeping(seen) else {
                 // Only a peer rewriting the word makes this fail again and again: let it not
@@ -958,11 +963,16 @@ impl<S: Scope> Endpoint<S> {
     /// the word moved, or when the slice ran out with the deadline still ahead and the peer
     /// still alive.
     fn sleep(&mut self, asleep: u32, deadline: Option<Deadline>) -> Result<(), Error> {
+        let pending = self.pending_turn();
         match &mut self.sleeps {
             Sleeps::OnFutex => {}
             Sleeps::InCall { listener_gone, .. } => return directed::sleep_in_call(listener_gone),
             Sleeps::OnListener(answerer) => {
-                if answerer.sleep()? {
+                let (state, mine, pending) =
+                    (&self.region.header().state, self.role.turn(), pending);
+                let servers_turn =
+                    || peer_holds_turn_in(state.load(Ordering::Acquire), mine, pending);
+                if answerer.sleep(servers_turn)? {
                     return Ok(());
                 }
                 if deadline.is_some_and(|d| d.has_passed()) {
@@ -986,14 +996,14 @@ impl<S: Scope> Endpoint<S> {
 
     // ---- Directed hand-offs (module docs; `directed.rs`) ----
 
-    /// Whether a waiter spins before it sleeps: not a directed client that owes the server an
-    /// answer (the server cannot run until it has it) or has just woken it onto this CPU, nor a
-    /// directed waiter whose peer last handed the turn over from this CPU.
+    /// Whether a waiter spins before it sleeps: not a directed client whose server waits for
+    /// its answer or was just woken onto this CPU, nor a directed waiter whose peer last handed
+    /// the turn over from this CPU.
     fn worth_spinning(&mut self) -> bool {
         match &mut self.sleeps {
             Sleeps::OnFutex => return true,
             Sleeps::OnListener(answerer) => {
-                if answerer.take_woke_server_here() || answerer.owes() {
+                if !answerer.server_may_be_running() {
                     return false;
                 }
             }
@@ -1003,24 +1013,17 @@ impl<S: Scope> Endpoint<S> {
         crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed))
     }
 
-    /// The directed steps that come before marking `SLEEPING`, for a waiter whose look found
-    /// the peer holding the turn: a client that owes the server an answer waits for its call
-    /// and answers it (no mark: the turn cannot come back before); a waiter whose peer's
-    /// thread is gone stops. `None`: go on to mark and sleep.
-    fn directed_before_mark(&mut self, deadline: Option<Deadline>) -> Option<Result<(), Error>> {
-        match &mut self.sleeps {
-            Sleeps::OnFutex => None,
-            Sleeps::InCall { listener_gone, .. } => {
-                (*listener_gone).then_some(Err(Error::PeerDied))
-            }
-            Sleeps::OnListener(answerer) if answerer.hung_up() => Some(Err(Error::PeerDied)),
-            Sleeps::OnListener(answerer) if answerer.owes() => Some(match answerer.sleep() {
-                Ok(true) => Ok(()),
-                Ok(false) if deadline.is_some_and(|d| d.has_passed()) => Err(Error::TimedOut),
-                Ok(false) => self.check_peer(),
-                Err(err) => Err(err),
-            }),
-            Sleeps::OnListener(_) => None,
+    /// The directed check that comes before marking `SLEEPING`, for a waiter whose look found
+    /// the peer holding the turn: a server whose client's listener is gone, or a client whose
+    /// server's thread is gone, stops. `None`: go on to mark and sleep.
+    fn directed_peer_gone(&self) -> Option<Error> {
+        match &self.sleeps {
+            Sleeps::InCall {
+                listener_gone: true,
+                ..
+            } => Some(Error::PeerDied),
+            Sleeps::OnListener(answerer) if answerer.hung_up() => Some(Error::PeerDied),
+            _ => None,
         }
     }
 

@@ -28,6 +28,14 @@ pub(crate) fn current_tid() -> u32 {
     super::thread::gettid()
 }
 
+/// The CPU the calling thread runs on now (by the time the caller looks, maybe another); the
+/// C library reads it without a system call where the kernel offers rseq or a vDSO.
+pub(crate) fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes no arguments and reads only this thread's state.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).unwrap_or(u32::MAX)
+}
+
 /// A number that names the calling thread among this process's live threads, without a system
 /// call after the thread's first: its kernel thread id, cached. (In the child of a `fork` the
 /// forking thread's copy keeps its parent's number: not a kernel id to hand to a futex, which

@@ -92,6 +92,12 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
+/// CPU 0 for every model thread: a model's executions must not depend on where its threads
+/// really run.
+pub(crate) fn current_cpu() -> u32 {
+    0
+}
+
 /// As `linux.rs`'s: the model thread's id ([`current_tid`]).
 pub(crate) fn thread_key() -> u32 {
     current_tid()

@@ -157,29 +157,24 @@ pub(crate) fn set_sync_wake_up(listener: &Listener, on: bool) -> Result<(), Errn
 }
 
 /// Makes the intercepted call and waits for its answer: `Ok` once answered, `ENOSYS` if the
-/// calling thread carries no filter or its listener is closed. A signal that interrupts the
-/// wait withdraws the call, and it is made again.
+/// calling thread carries no filter or its listener is closed, `EINTR` if a signal whose handler
+/// lacks `SA_RESTART` interrupted it (with `SA_RESTART` the kernel makes the call again). A
+/// signal withdraws the call even when an answer raced it: `SEND` may then have succeeded.
 pub(crate) fn intercepted_call() -> Result<(), Errno> {
-    loop {
-        // SAFETY: a futex call with a null address and an operation no kernel defines: answered
-        // through the listener or refused with ENOSYS; it touches no memory either way.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                0usize,
-                INTERCEPTED_OP,
-                0u32,
-                0usize,
-                0usize,
-                0u32,
-            )
-        };
-        match super::check(ret) {
-            Ok(_) => return Ok(()),
-            Err(libc::EINTR) => continue,
-            Err(errno) => return Err(errno),
-        }
-    }
+    // SAFETY: a futex call with a null address and an operation no kernel defines: answered
+    // through the listener or refused with ENOSYS; it touches no memory either way.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            0usize,
+            INTERCEPTED_OP,
+            0u32,
+            0usize,
+            0usize,
+            0u32,
+        )
+    };
+    super::check(ret).map(drop)
 }
 
 /// What a wait on a listener found.
