@@ -216,7 +216,7 @@ section "FlipCall: one server thread for many channels" flipcall_server $quick
 note "Reading: client threads each call as fast as they can on their own channel (64-byte requests and replies). One flipcall::Server thread against a FlipCall server thread per channel and against one thread serving Unix seqpacket sockets with epoll. With many clients the clients outnumber the CPUs, so fairness shows how the scheduler shared the CPUs among clients as much as the server's round robin."
 
 section "A directed hand-off through seccomp user notifications (SYNC_WAKE_UP)" seccomp_handoff $quick
-note "Reading: a filtered client thread's one intercepted call is answered by a supervisor (a thread, or a forked child holding the listener); with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) each wake-up goes to the waker's CPU, so the pair shares one CPU, as wake+wait pinned to one CPU does: compare those two rows. futexkit's hand-offs do not use this mode yet; docs/kernel.md (seccomp user notifications) says what stands in the way."
+note "Reading: a filtered client thread's one intercepted call is answered by a supervisor (a thread, or a forked child holding the listener); with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) each wake-up goes to the waker's CPU, so the pair shares one CPU, as wake+wait pinned to one CPU does: compare those two rows. The \"directed hand-offs\" rows are FlipCall's opt-in mode built on it (Endpoint::direct_wakeups): it spins while both sides run and sleeps through seccomp only when the spin fails; docs/kernel.md (seccomp user notifications) has its design and costs."
 
 {
     echo "# Benchmarks"
