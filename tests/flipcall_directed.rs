@@ -668,3 +668,70 @@ fn signals_that_interrupt_the_servers_call_lose_no_hand_off() {
         server.join().unwrap();
     }
 }
+
+#[test]
+fn a_clients_send_last_wakes_a_server_asleep_in_a_call_not_yet_received() {
+    if !mode_runs("a_clients_send_last_wakes_a_server_asleep_in_a_call_not_yet_received") {
+        return;
+    }
+    let (mut client, mut server) = flipcall::pair(8).unwrap();
+    let (opted_tx, opted_rx) = mpsc::channel();
+    let (got_tx, got_rx) = mpsc::channel();
+    let server = std::thread::spawn(move || {
+        opted_tx
+            .send((blocked::gettid(), server.direct_wakeups().unwrap()))
+            .unwrap();
+        let len = server.recv_first().unwrap();
+        server.data_mut()[0] = 7;
+        // The client does not wait for this reply: it takes the turn later, by a look.
+        let len = server.send_recv(len).unwrap();
+        got_tx.send((len, server.data()[0])).unwrap();
+    });
+    let (tid, wakeups) = opted_rx.recv().unwrap();
+    client.accept_directed_wakeups(wakeups).unwrap();
+    client.connect_timeout(HANG).unwrap();
+    assert_eq!(client.send_recv_timeout(0, HANG).unwrap(), 0);
+    assert_eq!(client.data()[0], 7);
+    // The server, its spin over, sleeps in a call this client has not received.
+    wait_until_in_intercepted_call(&format!("/proc/self/task/{tid}"));
+    client.data_mut()[0] = 9;
+    client.send_last(1).unwrap();
+    assert_eq!(got_rx.recv_timeout(HANG).unwrap(), (1, 9));
+    server.join().unwrap();
+}
+
+#[test]
+fn a_client_without_the_listener_is_refused_at_connect() {
+    if !mode_runs("a_client_without_the_listener_is_refused_at_connect") {
+        return;
+    }
+    // The server opted in before the client connects, and while it waits.
+    for client_waits_first in [false, true] {
+        let (mut client, mut server) = flipcall::pair(8).unwrap();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let client = std::thread::spawn(move || {
+            tid_tx.send(blocked::gettid()).unwrap();
+            let result = client.connect_timeout(HANG);
+            (result, client)
+        });
+        let client_tid = tid_rx.recv().unwrap();
+        if client_waits_first {
+            blocked::wait_until_blocked(client_tid);
+        }
+        let (wakeups_tx, wakeups_rx) = mpsc::channel();
+        let server = std::thread::spawn(move || {
+            wakeups_tx.send(server.direct_wakeups().unwrap()).unwrap();
+            server.recv_first()
+        });
+        let wakeups = wakeups_rx.recv().unwrap();
+        let (result, client) = client.join().unwrap();
+        assert_eq!(misuse(result), Misuse::NotAccepted);
+        // The listener goes unused: closing it, and the client, ends the server's call.
+        drop(wakeups);
+        drop(client);
+        assert!(matches!(
+            server.join().unwrap(),
+            Err(Error::Shutdown | Error::PeerDied)
+        ));
+    }
+}

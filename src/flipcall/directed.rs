@@ -42,11 +42,21 @@ use std::time::Duration;
 
 use super::error::{Error, Unavailable};
 use crate::futex::sys::notify::{self, Listener, Readiness};
+use crate::futex::Deadline;
 
 /// How long a client sleeps on the listener before it looks at the state word again: the bound
 /// on how late it notices a shutdown by a [`ShutdownHandle`](super::ShutdownHandle), as
 /// shutdown wakes futex sleepers only.
 pub(crate) const LISTENER_SLICE: Duration = super::endpoint::PEER_CHECK_INTERVAL;
+
+/// The slice a client sleeps on the listener for: [`LISTENER_SLICE`], cut to what is left
+/// before `deadline` (nothing, once it has passed: one look).
+pub(crate) fn slice_before(deadline: Option<Deadline>) -> Duration {
+    match deadline {
+        Some(deadline) => deadline.remaining().min(LISTENER_SLICE),
+        None => LISTENER_SLICE,
+    }
+}
 
 /// The listener of a server thread's directed hand-offs, on its way to the client: from
 /// [`Endpoint::direct_wakeups`](super::Endpoint::direct_wakeups) to
@@ -163,7 +173,12 @@ pub(crate) struct Answerer {
     woke_server_here: bool,
     hung_up: bool,
     synchronous: bool,
+    wakes_since_peer_check: u32,
 }
+
+/// How many wakes on the listener may pass without a check of the peer's life
+/// ([`Answerer::peer_check_due`]).
+const WAKES_PER_PEER_CHECK: u32 = 64;
 
 impl Answerer {
     pub(crate) fn new(wakeups: DirectedWakeups) -> Answerer {
@@ -174,6 +189,7 @@ impl Answerer {
             woke_server_here: false,
             hung_up: false,
             synchronous: false,
+            wakes_since_peer_check: 0,
         }
     }
 
@@ -221,13 +237,35 @@ impl Answerer {
         }
     }
 
+    /// Whether the server still waits for an answer to a hand-over of ours that found it
+    /// asleep, its call not received yet.
+    pub(crate) fn server_unanswered(&self) -> bool {
+        self.server_unanswered
+    }
+
+    /// Whether a wait should check the peer's life now, though a call came: one wake in
+    /// `WAKES_PER_PEER_CHECK`, so that calls that keep coming (from a process that inherited
+    /// the server's filter, say) cannot keep a dead server's death unnoticed.
+    pub(crate) fn peer_check_due(&mut self) -> bool {
+        if self.wakes_since_peer_check < WAKES_PER_PEER_CHECK {
+            return false;
+        }
+        self.wakes_since_peer_check = 0;
+        true
+    }
+
     /// Sleeps on the listener for one slice at most: receives a call that came, answering it
     /// at once if `servers_turn()` (read after the call arrived) says the turn is the server's,
     /// else keeping it for the next hand-over; or notes that no thread carries the filter any
     /// more. Returns whether anything came; `false` when the slice ran out.
-    pub(crate) fn sleep(&mut self, servers_turn: impl FnOnce() -> bool) -> Result<bool, Error> {
+    pub(crate) fn sleep(
+        &mut self,
+        slice: Duration,
+        servers_turn: impl FnOnce() -> bool,
+    ) -> Result<bool, Error> {
+        self.wakes_since_peer_check = self.wakes_since_peer_check.wrapping_add(1);
         let io = |errno| Error::Io(std::io::Error::from_raw_os_error(errno));
-        match notify::wait_for_call(&self.listener, LISTENER_SLICE).map_err(io)? {
+        match notify::wait_for_call(&self.listener, slice).map_err(io)? {
             Readiness::Call => match notify::receive_call(&self.listener) {
                 Ok(id) if servers_turn() => self.answer(id)?,
                 Ok(id) => self.received = Some(id),

@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 
 use super::directed::{self, DirectedWakeups, Sleeps};
 use super::error::{Error, Misuse, Violation};
-use super::window::{Region, CLIENT_ROLE, SERVER_ROLE};
+use super::window::{Region, CLIENT_ROLE, SERVER_DIRECTED, SERVER_ROLE};
 use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::{Deadline, Futex, Private, Scope, ScopeKind, Shared};
 use crate::spin::Spinner;
@@ -380,8 +380,8 @@ impl<S: Scope> Endpoint<S> {
     ///   waits cannot time out ([`Misuse::Timeout`]), it cannot join a
     ///   [`Server`](super::Server), and a shutdown reaches it only when the client next calls
     ///   or goes: its sleep ends only by the client's answer, or when the client's endpoint,
-    ///   which holds the listener, is dropped (then [`Error::Shutdown`], or
-    ///   [`Error::PeerDied`] if the client's process died).
+    ///   which holds the listener, is dropped or sees the channel shut down (then
+    ///   [`Error::Shutdown`], or [`Error::PeerDied`] if the client's process died).
     ///
     /// ```
     /// use futexkit::flipcall::{self, Error};
@@ -428,6 +428,8 @@ impl<S: Scope> Endpoint<S> {
             return Err(Error::DirectedMisuse(Misuse::NotAtStart));
         }
         let listener = directed::install_on_this_thread()?;
+        let roles = &self.region.header().roles;
+        roles.fetch_or(SERVER_DIRECTED, Ordering::Release);
         self.sleeps = Sleeps::InCall {
             thread: crate::futex::sys::thread_key(),
             listener_gone: false,
@@ -440,7 +442,9 @@ impl<S: Scope> Endpoint<S> {
     /// this endpoint sleeps on the listener, in slices of [`PEER_CHECK_INTERVAL`] (so a
     /// shutdown by a [`ShutdownHandle`] reaches it within one), and wakes the server by
     /// answering its calls. Dropping the endpoint, or seeing the channel shut down, closes the
-    /// listener, which ends the server's wait.
+    /// listener, which ends the server's wait. The listener is closed on `exec`, but a `fork`
+    /// of this process keeps a copy: the server then notices this process's death only when
+    /// that child's copy closes too.
     ///
     /// # Errors
     ///
@@ -551,7 +555,8 @@ impl<S: Scope> Endpoint<S> {
     /// # Errors
     ///
     /// [`Error::Shutdown`], [`Error::PeerDied`], [`Error::Protocol`]; [`Error::WrongTurn`] on a
-    /// server or a connected client.
+    /// server or a connected client; [`Misuse::NotAccepted`] if the server opted in to directed
+    /// hand-offs and this client has not taken its listener.
     pub fn connect(&mut self) -> Result<(), Error> {
         self.connect_until(None)
     }
@@ -570,7 +575,19 @@ impl<S: Scope> Endpoint<S> {
         if self.role != Role::Client || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
         }
-        self.wait_for_turn(deadline).map(drop)
+        self.refuse_undirected_client()?;
+        self.wait_for_turn(deadline)?;
+        // The server may have opted in while this side waited.
+        self.refuse_undirected_client()
+    }
+
+    /// A client without the listener of a server that opted in could never wake it.
+    fn refuse_undirected_client(&self) -> Result<(), Error> {
+        let roles = self.region.header().roles.load(Ordering::Acquire);
+        if roles & SERVER_DIRECTED != 0 && !self.sleeps.is_directed() {
+            return Err(Error::DirectedMisuse(Misuse::NotAccepted));
+        }
+        Ok(())
     }
 
     /// Server: announces it is ready and waits for the first call; returns its length.
@@ -654,9 +671,11 @@ impl<S: Scope> Endpoint<S> {
     /// Hands the first `len` bytes to the peer without waiting for a reply (a server's last
     /// answer, for example). [`recv`](Endpoint::recv) can still wait for the turn later.
     ///
-    /// A server in directed mode ([`direct_wakeups`](Endpoint::direct_wakeups)) wakes a
-    /// sleeping client by its own sleep: then this returns once the client hands the turn
-    /// back (which `recv` then takes at once) or goes.
+    /// In directed mode ([`direct_wakeups`](Endpoint::direct_wakeups)) a server wakes a
+    /// sleeping client by its own sleep: then this returns once the client hands the turn back
+    /// (which `recv` then takes at once), goes, or a signal interrupts the sleep. A client wakes
+    /// a sleeping server by answering its call: if the call has not arrived yet (the server
+    /// makes it right after marking itself asleep), this waits for it.
     ///
     /// # Errors
     ///
@@ -667,6 +686,7 @@ impl<S: Scope> Endpoint<S> {
         let peer_slept = self.hand_over(self.role.turn())?;
         if peer_slept {
             self.wake_peer_directed_or_not(None)?;
+            self.answer_server_before_leaving(None)?;
         }
         Ok(())
     }
@@ -737,6 +757,11 @@ impl<S: Scope> Endpoint<S> {
     ) -> Result<usize, Error> {
         let peer_slept = self.hand_over(from)?;
         if peer_slept {
+            if from == NEW && self.sleeps_in_call() {
+                // A client that connected without the listener sleeps on the futex: woken, it
+                // finds out (`Misuse::NotAccepted`) instead of sleeping for ever.
+                self.wake_peer();
+            }
             self.wake_peer_directed_or_not(deadline)?;
         }
         self.wait_for_turn(deadline)
@@ -836,10 +861,19 @@ impl<S: Scope> Endpoint<S> {
         let _ = self.state_futex().wake(1);
     }
 
-    /// Waits until the turn is this side's; returns the length that came with it. The loop
-    /// over the wait steps: spin while the peer is likely to answer soon, then look, mark
-    /// `SLEEPING`, sleep, until a look takes the turn or ends the wait.
+    /// Waits until the turn is this side's; returns the length that came with it. A directed
+    /// client whose wait times out first answers a call of the server's that has arrived.
     fn wait_for_turn(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
+        let result = self.wait_steps(deadline);
+        if matches!(result, Err(Error::TimedOut)) {
+            self.answer_server_before_leaving(deadline)?;
+        }
+        result
+    }
+
+    /// The loop over the wait steps: spin while the peer is likely to answer soon, then look,
+    /// mark `SLEEPING`, sleep, until a look takes the turn or ends the wait.
+    fn wait_steps(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
         if self.peer.died() {
             return Err(Error::PeerDied);
         }
@@ -968,17 +1002,19 @@ impl<S: Scope> Endpoint<S> {
             Sleeps::OnFutex => {}
             Sleeps::InCall { listener_gone, .. } => return directed::sleep_in_call(listener_gone),
             Sleeps::OnListener(answerer) => {
-                let (state, mine, pending) =
-                    (&self.region.header().state, self.role.turn(), pending);
+                let (state, mine) = (&self.region.header().state, self.role.turn());
                 let servers_turn =
                     || peer_holds_turn_in(state.load(Ordering::Acquire), mine, pending);
-                if answerer.sleep(servers_turn)? {
-                    return Ok(());
-                }
+                let came = answerer.sleep(directed::slice_before(deadline), servers_turn)?;
+                let check_peer = !came || answerer.peer_check_due();
                 if deadline.is_some_and(|d| d.has_passed()) {
                     return Err(Error::TimedOut);
                 }
-                return self.check_peer();
+                return if check_peer {
+                    self.check_peer()
+                } else {
+                    Ok(())
+                };
             }
         }
         let slice = self.slice_deadline(deadline);
@@ -1024,6 +1060,35 @@ impl<S: Scope> Endpoint<S> {
             } => Some(Error::PeerDied),
             Sleeps::OnListener(answerer) if answerer.hung_up() => Some(Error::PeerDied),
             _ => None,
+        }
+    }
+
+    /// A directed client leaving the library (after `send_last`, or a wait that timed out) with
+    /// the server asleep in a call it has not received: waits for that call and answers it, as
+    /// the futex path's wake would have woken the server, until `deadline` (which may have
+    /// passed: then one look), a shutdown (which closes the listener), or the server's death.
+    /// The server made the call right after marking `SLEEPING`, so the wait is short.
+    fn answer_server_before_leaving(&mut self, deadline: Option<Deadline>) -> Result<(), Error> {
+        loop {
+            let Sleeps::OnListener(answerer) = &mut self.sleeps else {
+                return Ok(());
+            };
+            if !answerer.server_unanswered() {
+                return Ok(());
+            }
+            if answerer.hung_up() {
+                return Err(Error::PeerDied);
+            }
+            // The turn is the server's: whatever call comes is answered.
+            answerer.sleep(directed::slice_before(deadline), || true)?;
+            if self.region.header().state.load(Ordering::Acquire) & SHUTDOWN != 0 {
+                self.release_listener();
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return Ok(());
+            }
+            self.check_peer()?;
         }
     }
 

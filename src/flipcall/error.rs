@@ -53,7 +53,9 @@ pub enum Unavailable {
     /// `prctl(PR_SET_NO_NEW_PRIVS)` was refused (its errno).
     NoNewPrivsRefused(i32),
     /// The seccomp filter with a listener was refused (its errno): a sandbox forbids seccomp
-    /// (`EACCES`, `EPERM`), or the kernel lacks user notifications (`EINVAL`, before 5.0).
+    /// (`EACCES`, `EPERM`), the kernel lacks user notifications (`EINVAL`, before 5.0), or the
+    /// thread already carries a filter with a listener (`EBUSY`: it opted in before, or was
+    /// created by a thread that had).
     FilterRefused(i32),
     /// The kernel lacks the synchronous wake-ups (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`,
     /// Linux 6.6).
@@ -80,6 +82,10 @@ pub enum Misuse {
     /// Opting in on an endpoint that has started (connected, or received its first call), that
     /// has opted in already, or of the other role.
     NotAtStart,
+    /// A client connecting to a server that opted in, without its listener
+    /// ([`Endpoint::accept_directed_wakeups`](super::Endpoint::accept_directed_wakeups)): it
+    /// could not wake the server.
+    NotAccepted,
 }
 
 /// What a peer wrote that cannot be.
@@ -201,6 +207,7 @@ impl fmt::Display for Misuse {
             Misuse::NotAtStart => {
                 "opt in on a server before recv_first, a client before connect, once"
             }
+            Misuse::NotAccepted => "the server opted in: accept its listener before connect",
         })
     }
 }

@@ -6,7 +6,8 @@
 //! offset 0    magic       "FKfc"
 //!        4    version     1
 //!        8    capacity    data bytes the creator asked for
-//!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists
+//!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists,
+//!                         bit 2: the server opted in to directed hand-offs
 //!        16   client_pid  the client's process id, written when its endpoint is made
 //!        20   server_pid  the server's process id, likewise
 //!        24   client_pidns the client's pid namespace (its inode, folded to 32 bits; 0 unknown)
@@ -46,6 +47,8 @@ pub const MAX_CAPACITY: usize = 1 << 30;
 /// The role bits in the header's `roles` word.
 pub(crate) const CLIENT_ROLE: u32 = 1;
 pub(crate) const SERVER_ROLE: u32 = 2;
+/// The server sleeps in its intercepted call: a client must hold its listener to wake it.
+pub(crate) const SERVER_DIRECTED: u32 = 4;
 
 /// The window header. Every field is an atomic: the peer may write any of them at any time.
 #[repr(C)]

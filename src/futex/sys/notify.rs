@@ -146,14 +146,21 @@ pub(crate) fn probe() -> Result<(), ProbeError> {
 }
 
 /// Turns the synchronous wake-ups on or off (`EINVAL` before Linux 6.6; `ENOTTY` or `EINVAL`
-/// on a descriptor that is not a listener).
+/// on a descriptor that is not a listener). The kernel takes the listener's lock
+/// interruptibly: a signal makes it fail with `EINTR`, and it is asked again.
 pub(crate) fn set_sync_wake_up(listener: &Listener, on: bool) -> Result<(), Errno> {
     let flags = if on { SYNC_WAKE_UP } else { 0 };
-    // SAFETY: this ioctl reads its flags from the integer argument and touches no memory; on
-    // another kind of descriptor the request number is refused or means nothing that writes
-    // memory through an integer.
-    let ret = unsafe { libc::ioctl(listener.raw(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) };
-    super::check(ret as libc::c_long).map(drop)
+    loop {
+        // SAFETY: this ioctl reads its flags from the integer argument and touches no memory;
+        // on another kind of descriptor the request number is refused or means nothing that
+        // writes memory through an integer.
+        let ret =
+            unsafe { libc::ioctl(listener.raw(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) };
+        match super::check(ret as libc::c_long) {
+            Err(libc::EINTR) => continue,
+            result => return result.map(drop),
+        }
+    }
 }
 
 /// Makes the intercepted call and waits for its answer: `Ok` once answered, `ENOSYS` if the
@@ -189,7 +196,8 @@ pub(crate) enum Readiness {
 }
 
 /// Waits until a call is waiting on `listener`, or no thread carries its filter, for
-/// `timeout` at most.
+/// `timeout` at most. A signal, or the kernel failing to take the listener's lock at once
+/// (`POLLERR`), count as nothing ready: the caller looks again.
 pub(crate) fn wait_for_call(listener: &Listener, timeout: Duration) -> Result<Readiness, Errno> {
     let mut ready = libc::pollfd {
         fd: listener.raw(),
@@ -214,7 +222,7 @@ pub(crate) fn wait_for_call(listener: &Listener, timeout: Duration) -> Result<Re
         Ok(0) | Err(libc::EINTR) => Ok(Readiness::Nothing),
         Ok(_) if ready.revents & libc::POLLIN != 0 => Ok(Readiness::Call),
         Ok(_) if ready.revents & libc::POLLHUP != 0 => Ok(Readiness::Hangup),
-        Ok(_) => Err(libc::EIO),
+        Ok(_) => Ok(Readiness::Nothing),
         Err(errno) => Err(errno),
     }
 }
@@ -244,7 +252,9 @@ pub(crate) fn receive_call(listener: &Listener) -> Result<u64, Errno> {
 }
 
 /// Answers call `id` with "returned 0": its caller returns from it. `ENOENT` if it is no longer
-/// waiting (its caller was interrupted, or exited).
+/// waiting (its caller was interrupted, or exited). The kernel takes the listener's lock
+/// interruptibly: a signal to this thread makes it fail with `EINTR`, the call still waiting,
+/// and it is answered again.
 pub(crate) fn answer_call(listener: &Listener, id: u64) -> Result<(), Errno> {
     let mut response = libc::seccomp_notif_resp {
         id,
@@ -252,13 +262,18 @@ pub(crate) fn answer_call(listener: &Listener, id: u64) -> Result<(), Errno> {
         error: 0,
         flags: 0,
     };
-    // SAFETY: SEND reads one `seccomp_notif_resp` through the pointer, valid and ours.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.raw(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            core::ptr::addr_of_mut!(response),
-        )
-    };
-    super::check(ret as libc::c_long).map(drop)
+    loop {
+        // SAFETY: SEND reads one `seccomp_notif_resp` through the pointer, valid and ours.
+        let ret = unsafe {
+            libc::ioctl(
+                listener.raw(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                core::ptr::addr_of_mut!(response),
+            )
+        };
+        match super::check(ret as libc::c_long) {
+            Err(libc::EINTR) => continue,
+            result => return result.map(drop),
+        }
+    }
 }
