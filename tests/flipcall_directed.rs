@@ -670,34 +670,19 @@ fn signals_that_interrupt_the_servers_call_lose_no_hand_off() {
 }
 
 #[test]
-fn a_clients_send_last_wakes_a_server_asleep_in_a_call_not_yet_received() {
-    if !mode_runs("a_clients_send_last_wakes_a_server_asleep_in_a_call_not_yet_received") {
+fn a_directed_clients_send_last_is_refused() {
+    if !mode_runs("a_directed_clients_send_last_is_refused") {
         return;
     }
     let (mut client, mut server) = flipcall::pair(8).unwrap();
-    let (opted_tx, opted_rx) = mpsc::channel();
-    let (got_tx, got_rx) = mpsc::channel();
     let server = std::thread::spawn(move || {
-        opted_tx
-            .send((blocked::gettid(), server.direct_wakeups().unwrap()))
-            .unwrap();
-        let len = server.recv_first().unwrap();
-        server.data_mut()[0] = 7;
-        // The client does not wait for this reply: it takes the turn later, by a look.
-        let len = server.send_recv(len).unwrap();
-        got_tx.send((len, server.data()[0])).unwrap();
+        let wakeups = server.direct_wakeups().unwrap();
+        (server, wakeups)
     });
-    let (tid, wakeups) = opted_rx.recv().unwrap();
+    let (_server, wakeups) = server.join().unwrap();
     client.accept_directed_wakeups(wakeups).unwrap();
-    client.connect_timeout(HANG).unwrap();
-    assert_eq!(client.send_recv_timeout(0, HANG).unwrap(), 0);
-    assert_eq!(client.data()[0], 7);
-    // The server, its spin over, sleeps in a call this client has not received.
-    wait_until_in_intercepted_call(&format!("/proc/self/task/{tid}"));
-    client.data_mut()[0] = 9;
-    client.send_last(1).unwrap();
-    assert_eq!(got_rx.recv_timeout(HANG).unwrap(), (1, 9));
-    server.join().unwrap();
+    // Refused before anything moves, turn or no turn.
+    assert_eq!(misuse(client.send_last(0)), Misuse::ClientSendLast);
 }
 
 #[test]

@@ -161,27 +161,3 @@ fn directed_shutdown_races_a_call() {
         client.join().unwrap();
     });
 }
-
-#[test]
-fn directed_client_send_last_wakes_the_server() {
-    model(|| {
-        let (mut client, mut server) = directed_pair(4);
-        let delivered = std::sync::Arc::new(loom::sync::atomic::AtomicBool::new(false));
-        let client = {
-            let delivered = std::sync::Arc::clone(&delivered);
-            loom::thread::spawn(move || {
-                client.connect().unwrap();
-                client.data_mut()[0] = 10;
-                client.send_last(1).unwrap();
-                // The server must get the message while this endpoint, and its listener, live.
-                while !delivered.load(loom::sync::atomic::Ordering::Acquire) {
-                    loom::thread::yield_now();
-                }
-            })
-        };
-        let len = server.recv_first().unwrap();
-        assert_eq!((len, server.data()[0]), (1, 10));
-        delivered.store(true, loom::sync::atomic::Ordering::Release);
-        client.join().unwrap();
-    });
-}

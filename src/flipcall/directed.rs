@@ -32,7 +32,7 @@
 //! | field              | meaning                                        | set by              | cleared by |
 //! |--------------------|------------------------------------------------|---------------------|------------|
 //! | `received`         | a call received while the turn was the client's | a wait              | the client's next hand-over, which answers it |
-//! | `server_unanswered`| the last hand-over found the server asleep with no call received: it cannot run before its call is answered, so the client does not spin | a hand-over | an answer |
+//! | `server_unanswered`| the last hand-over found the server asleep with no call received: it cannot run before its call is answered, so the client does not spin, and a wait that times out looks once more for the call | a hand-over | an answer (or an answer that found the call withdrawn) |
 //! | `woke_server_here` | the last answer woke the server synchronously, onto this CPU: the client does not spin | an answer | the next wait |
 //! | `hung_up`          | no thread carries the filter any more           | a wait              | never      |
 

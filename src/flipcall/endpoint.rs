@@ -441,8 +441,9 @@ impl<S: Scope> Endpoint<S> {
     /// in to directed hand-offs ([`direct_wakeups`](Endpoint::direct_wakeups)). From then on
     /// this endpoint sleeps on the listener, in slices of [`PEER_CHECK_INTERVAL`] (so a
     /// shutdown by a [`ShutdownHandle`] reaches it within one), and wakes the server by
-    /// answering its calls. Dropping the endpoint, or seeing the channel shut down, closes the
-    /// listener, which ends the server's wait. The listener is closed on `exec`, but a `fork`
+    /// answering its calls, which it can do only while in a call of its own: its
+    /// [`send_last`](Endpoint::send_last) is refused. Dropping the endpoint, or seeing the
+    /// channel shut down, closes the listener, which ends the server's wait. The listener is closed on `exec`, but a `fork`
     /// of this process keeps a copy: the server then notices this process's death only when
     /// that child's copy closes too.
     ///
@@ -581,10 +582,13 @@ impl<S: Scope> Endpoint<S> {
         self.refuse_undirected_client()
     }
 
-    /// A client without the listener of a server that opted in could never wake it.
+    /// A client without the listener of a server that opted in could never wake it. (On a
+    /// shut-down channel, whose listener this client may have closed, the wait says so.)
     fn refuse_undirected_client(&self) -> Result<(), Error> {
-        let roles = self.region.header().roles.load(Ordering::Acquire);
-        if roles & SERVER_DIRECTED != 0 && !self.sleeps.is_directed() {
+        let header = self.region.header();
+        let roles = header.roles.load(Ordering::Acquire);
+        let shut_down = header.state.load(Ordering::Acquire) & SHUTDOWN != 0;
+        if roles & SERVER_DIRECTED != 0 && !self.sleeps.is_directed() && !shut_down {
             return Err(Error::DirectedMisuse(Misuse::NotAccepted));
         }
         Ok(())
@@ -673,20 +677,23 @@ impl<S: Scope> Endpoint<S> {
     ///
     /// In directed mode ([`direct_wakeups`](Endpoint::direct_wakeups)) a server wakes a
     /// sleeping client by its own sleep: then this returns once the client hands the turn back
-    /// (which `recv` then takes at once), goes, or a signal interrupts the sleep. A client wakes
-    /// a sleeping server by answering its call: if the call has not arrived yet (the server
-    /// makes it right after marking itself asleep), this waits for it.
+    /// (which `recv` then takes at once), goes, or a signal interrupts the sleep. A directed
+    /// client cannot send without waiting ([`Misuse::ClientSendLast`]): it wakes a sleeping
+    /// server by answering the server's call, which it can only do while in a call of its own.
     ///
     /// # Errors
     ///
-    /// As [`send_recv`](Endpoint::send_recv), without the waiting ones.
+    /// As [`send_recv`](Endpoint::send_recv), without the waiting ones; [`Misuse::ClientSendLast`]
+    /// on a directed client.
     pub fn send_last(&mut self, len: usize) -> Result<(), Error> {
         self.refuse_directed_misuse(None)?;
+        if matches!(self.sleeps, Sleeps::OnListener(_)) {
+            return Err(Error::DirectedMisuse(Misuse::ClientSendLast));
+        }
         self.store_len(len)?;
         let peer_slept = self.hand_over(self.role.turn())?;
         if peer_slept {
             self.wake_peer_directed_or_not(None)?;
-            self.answer_server_before_leaving(None)?;
         }
         Ok(())
     }
@@ -862,11 +869,12 @@ impl<S: Scope> Endpoint<S> {
     }
 
     /// Waits until the turn is this side's; returns the length that came with it. A directed
-    /// client whose wait times out first answers a call of the server's that has arrived.
+    /// client whose wait times out first answers a call of the server's that has arrived
+    /// (`answer_arrived_call`).
     fn wait_for_turn(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
         let result = self.wait_steps(deadline);
         if matches!(result, Err(Error::TimedOut)) {
-            self.answer_server_before_leaving(deadline)?;
+            self.answer_arrived_call()?;
         }
         result
     }
@@ -1063,33 +1071,23 @@ impl<S: Scope> Endpoint<S> {
         }
     }
 
-    /// A directed client leaving the library (after `send_last`, or a wait that timed out) with
-    /// the server asleep in a call it has not received: waits for that call and answers it, as
-    /// the futex path's wake would have woken the server, until `deadline` (which may have
-    /// passed: then one look), a shutdown (which closes the listener), or the server's death.
-    /// The server made the call right after marking `SLEEPING`, so the wait is short.
-    fn answer_server_before_leaving(&mut self, deadline: Option<Deadline>) -> Result<(), Error> {
-        loop {
-            let Sleeps::OnListener(answerer) = &mut self.sleeps else {
-                return Ok(());
-            };
-            if !answerer.server_unanswered() {
-                return Ok(());
+    /// A directed client whose wait timed out with the server still asleep in a call it has
+    /// not received (its hand-over found the server marked asleep): one last look for that
+    /// call, answered if it has arrived. One that arrives later is answered at this client's
+    /// next call on the channel (or ends when it drops the endpoint): until then the server
+    /// sleeps holding the turn. A look, not a wait: the server may have been woken by a signal
+    /// and taken the turn, which the word cannot tell from a call still on its way.
+    fn answer_arrived_call(&mut self) -> Result<(), Error> {
+        let pending = self.pending_turn();
+        let (state, mine) = (&self.region.header().state, self.role.turn());
+        if let Sleeps::OnListener(answerer) = &mut self.sleeps {
+            if answerer.server_unanswered() {
+                let servers_turn =
+                    || peer_holds_turn_in(state.load(Ordering::Acquire), mine, pending);
+                answerer.sleep(Duration::ZERO, servers_turn)?;
             }
-            if answerer.hung_up() {
-                return Err(Error::PeerDied);
-            }
-            // The turn is the server's: whatever call comes is answered.
-            answerer.sleep(directed::slice_before(deadline), || true)?;
-            if self.region.header().state.load(Ordering::Acquire) & SHUTDOWN != 0 {
-                self.release_listener();
-                return Ok(());
-            }
-            if deadline.is_some_and(|d| d.has_passed()) {
-                return Ok(());
-            }
-            self.check_peer()?;
         }
+        Ok(())
     }
 
     /// A client that sees the channel shut down closes its listener: the server's call, made

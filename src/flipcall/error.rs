@@ -86,6 +86,10 @@ pub enum Misuse {
     /// ([`Endpoint::accept_directed_wakeups`](super::Endpoint::accept_directed_wakeups)): it
     /// could not wake the server.
     NotAccepted,
+    /// [`Endpoint::send_last`](super::Endpoint::send_last) on a directed client: it wakes a
+    /// sleeping server by answering the server's call, which it can only do while in a call of
+    /// its own (use [`send_recv`](super::Endpoint::send_recv)).
+    ClientSendLast,
 }
 
 /// What a peer wrote that cannot be.
@@ -207,7 +211,10 @@ impl fmt::Display for Misuse {
             Misuse::NotAtStart => {
                 "opt in on a server before recv_first, a client before connect, once"
             }
-            Misuse::NotAccepted => "the server opted in: accept its listener before connect",
+            Misuse::NotAccepted => {
+                "the server opted in: the client needed its listener before connect"
+            }
+            Misuse::ClientSendLast => "a directed client cannot send without waiting",
         })
     }
 }

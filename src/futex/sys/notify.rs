@@ -222,6 +222,7 @@ pub(crate) fn wait_for_call(listener: &Listener, timeout: Duration) -> Result<Re
         Ok(0) | Err(libc::EINTR) => Ok(Readiness::Nothing),
         Ok(_) if ready.revents & libc::POLLIN != 0 => Ok(Readiness::Call),
         Ok(_) if ready.revents & libc::POLLHUP != 0 => Ok(Readiness::Hangup),
+        Ok(_) if ready.revents & libc::POLLNVAL != 0 => Err(libc::EBADF),
         Ok(_) => Ok(Readiness::Nothing),
         Err(errno) => Err(errno),
     }
