@@ -418,27 +418,6 @@ fn kill_and_reap(pid: libc::pid_t) {
     }
 }
 
-/// A copy of descriptor `fd` of process `pid`, our child (`pidfd_getfd`, Linux 5.6).
-fn take_fd_of_child(pid: libc::pid_t, fd: i32) -> OwnedFd {
-    // SAFETY: pidfd_open and pidfd_getfd take integers and return new descriptors, or -1.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
-        assert!(
-            pidfd >= 0,
-            "pidfd_open: {}",
-            std::io::Error::last_os_error()
-        );
-        let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
-        let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
-        assert!(
-            copy >= 0,
-            "pidfd_getfd: {}",
-            std::io::Error::last_os_error()
-        );
-        OwnedFd::from_raw_fd(copy as i32)
-    }
-}
-
 /// A pipe: (read end, write end).
 fn pipe() -> (std::fs::File, std::fs::File) {
     let mut fds = [0; 2];
@@ -495,7 +474,7 @@ fn a_server_process_serves_and_its_death_is_peer_died() {
     });
     let mut fd = [0u8; 4];
     fd_rx.read_exact(&mut fd).unwrap();
-    let listener = take_fd_of_child(pid, i32::from_le_bytes(fd));
+    let listener = futexkit_support::flipcall::fd_of_child(pid, i32::from_le_bytes(fd));
     client
         .accept_directed_wakeups(DirectedWakeups::from_fd(listener).unwrap())
         .unwrap();

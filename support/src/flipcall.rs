@@ -329,8 +329,9 @@ fn read_u32(fd: &OwnedFd) -> u32 {
     u32::from_le_bytes(bytes)
 }
 
-/// A copy of descriptor `fd` of our child `pid` (`pidfd_getfd`, Linux 5.6).
-fn fd_of_child(pid: libc::pid_t, fd: i32) -> OwnedFd {
+/// A copy of descriptor `fd` of our child `pid` (`pidfd_getfd`, Linux 5.6): how a directed
+/// server's listener reaches the parent from a forked server process.
+pub fn fd_of_child(pid: libc::pid_t, fd: i32) -> OwnedFd {
     // SAFETY: pidfd_open and pidfd_getfd take integers and return new descriptors, or -1.
     unsafe {
         let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
