@@ -150,13 +150,19 @@ pub(crate) fn probe() -> Result<(), ProbeError> {
 /// interruptibly: a signal makes it fail with `EINTR`, and it is asked again.
 pub(crate) fn set_sync_wake_up(listener: &Listener, on: bool) -> Result<(), Errno> {
     let flags = if on { SYNC_WAKE_UP } else { 0 };
-    loop {
+    retrying_on_eintr(|| {
         // SAFETY: this ioctl reads its flags from the integer argument and touches no memory;
         // on another kind of descriptor the request number is refused or means nothing that
         // writes memory through an integer.
-        let ret =
-            unsafe { libc::ioctl(listener.raw(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) };
-        match super::check(ret as libc::c_long) {
+        unsafe { libc::ioctl(listener.raw(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) }
+    })
+}
+
+/// Makes the listener call `ioctl` until a signal does not interrupt it: each of these fails
+/// with `EINTR` before it has done anything.
+fn retrying_on_eintr(mut ioctl: impl FnMut() -> libc::c_int) -> Result<(), Errno> {
+    loop {
+        match super::check(ioctl() as libc::c_long) {
             Err(libc::EINTR) => continue,
             result => return result.map(drop),
         }
@@ -235,21 +241,17 @@ pub(crate) fn receive_call(listener: &Listener) -> Result<u64, Errno> {
     // SAFETY: an all-zero seccomp_notif is a valid value of this plain C struct, and what RECV
     // requires.
     let mut notif: libc::seccomp_notif = unsafe { core::mem::zeroed() };
-    loop {
+    retrying_on_eintr(|| {
         // SAFETY: RECV writes one `seccomp_notif` through the pointer, valid and ours.
-        let ret = unsafe {
+        unsafe {
             libc::ioctl(
                 listener.raw(),
                 libc::SECCOMP_IOCTL_NOTIF_RECV,
                 core::ptr::addr_of_mut!(notif),
             )
-        };
-        match super::check(ret as libc::c_long) {
-            Ok(_) => return Ok(notif.id),
-            Err(libc::EINTR) => continue,
-            Err(errno) => return Err(errno),
         }
-    }
+    })?;
+    Ok(notif.id)
 }
 
 /// Answers call `id` with "returned 0": its caller returns from it. `ENOENT` if it is no longer
@@ -263,18 +265,14 @@ pub(crate) fn answer_call(listener: &Listener, id: u64) -> Result<(), Errno> {
         error: 0,
         flags: 0,
     };
-    loop {
+    retrying_on_eintr(|| {
         // SAFETY: SEND reads one `seccomp_notif_resp` through the pointer, valid and ours.
-        let ret = unsafe {
+        unsafe {
             libc::ioctl(
                 listener.raw(),
                 libc::SECCOMP_IOCTL_NOTIF_SEND,
                 core::ptr::addr_of_mut!(response),
             )
-        };
-        match super::check(ret as libc::c_long) {
-            Err(libc::EINTR) => continue,
-            result => return result.map(drop),
         }
-    }
+    })
 }
