@@ -2,7 +2,9 @@
 # Regenerates docs/benchmarks.md: every comparison the examples make between futexkit, std and
 # parking_lot (and threadpool and a key-value server on each), run on this machine now.
 #
-#   scripts/benchmarks.sh [--quick] [--against DIR] [--out FILE]
+#   scripts/benchmarks.sh [--quick] [--against DIR] [--out FILE] [--only LIST]
+#   scripts/benchmarks.sh --export DIR
+#   scripts/benchmarks.sh --prebuilt DIR [--quick] [--out FILE] [--only LIST]
 #
 # --quick    shorter runs (a smoke test of the script, not figures to quote)
 # --against  also build the examples of the futexkit checkout in DIR (say a previous release:
@@ -10,6 +12,12 @@
 #            build's, from runs in the same session; the previous build's examples must take
 #            the same arguments (contention, condvar, hackbench, kvcompare, uncontended)
 # --out      where to write (default docs/benchmarks.md; the file is replaced, not appended)
+# --only     a comma-separated list of the examples to run (pingpong,contention,...), and
+#            threadpool for the threadpool section; the others are left out
+# --export   builds the examples and copies them, with the commit they were built from, into
+#            DIR, for a machine that has no Rust toolchain
+# --prebuilt runs the examples that --export left in DIR instead of building them (no
+#            valgrind or threadpool sections: they build their own)
 #
 # About 20 minutes on 2 cores; nothing else should run meanwhile. valgrind (for instruction
 # counts) is used if installed.
@@ -19,19 +27,46 @@ cd "$(dirname "$0")/.."
 quick=""
 against=""
 out=docs/benchmarks.md
+only=""
+export_to=""
+prebuilt=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick="--quick"; shift ;;
         --against) against="$(cd "$2" && pwd)"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        *) echo "usage: $0 [--quick] [--against DIR] [--out FILE]" >&2; exit 2 ;;
+        --only) only=",$2,"; shift 2 ;;
+        --export) export_to="$2"; shift 2 ;;
+        --prebuilt) prebuilt="$2"; shift 2 ;;
+        *)
+            echo "usage: $0 [--quick] [--against DIR] [--out FILE] [--only LIST] | --export DIR | --prebuilt DIR ..." >&2
+            exit 2
+            ;;
     esac
 done
+[ -z "$prebuilt" ] || [ -z "$against" ] || { echo "$0: --prebuilt and --against do not mix" >&2; exit 2; }
 
-cargo build --release --quiet --examples --features lock_api_05
-ex=target/release/examples
-commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- src support examples || commit="$commit (with uncommitted changes)"
+# wanted NAME: whether --only (if given) names NAME.
+wanted() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
+
+if [ -n "$prebuilt" ]; then
+    ex=$prebuilt
+    commit=$(cat "$prebuilt/COMMIT")
+else
+    cargo build --release --quiet --examples --features lock_api_05
+    ex=target/release/examples
+    commit=$(git rev-parse --short HEAD)
+    git diff --quiet HEAD -- src support examples || commit="$commit (with uncommitted changes)"
+fi
+if [ -n "$export_to" ]; then
+    mkdir -p "$export_to"
+    for source in examples/*.rs; do
+        cp "$ex/$(basename "$source" .rs)" "$export_to/"
+    done
+    echo "$commit" >"$export_to/COMMIT"
+    echo "exported the examples of $commit to $export_to" >&2
+    exit 0
+fi
 prev_ex=""
 prev_commit=""
 if [ -n "$against" ]; then
@@ -58,6 +93,7 @@ order=0
 section() {
     local title="$1" example="$2"
     shift 2
+    wanted "$example" || return 0
     echo "== $title" >&2
     # A previous build whose example prints another table format is left out of that section.
     if [ -n "$prev_ex" ] && [ -x "$prev_ex/$example" ] && [ "${SKIP_PREVIOUS:-}" != "$example" ]; then
@@ -91,7 +127,10 @@ section() {
     } >>"$body"
 }
 
+# note EXAMPLE TEXT: the reading under EXAMPLE's section, if that section ran.
 note() {
+    wanted "$1" || return 0
+    shift
     printf '%s\n\n' "$*" >>"$body"
 }
 
@@ -101,9 +140,9 @@ if [ -n "$prev_ex" ] && ! grep -q "fastest - slowest" "$prev_ex/pingpong" 2>/dev
 fi
 section "Ping-pong: one round trip between two threads" pingpong $quick
 SKIP_PREVIOUS=""
-note "Reading: each mechanism against raw futex wake + wait, as the mean over fresh pairs of threads (total time over total round trips, so a slow batch counts), with the fastest and slowest batch in brackets. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription it must not be slower than sleeping. futexkit's Mutex+Condvar is the same code as std's and parking_lot's rows: its waits spin while their spins pay (src/spin.rs)."
+note pingpong "Reading: each mechanism against raw futex wake + wait, as the mean over fresh pairs of threads (total time over total round trips, so a slow batch counts), with the fastest and slowest batch in brackets. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription it must not be slower than sleeping. futexkit's Mutex+Condvar is the same code as std's and parking_lot's rows: its waits spin while their spins pay (src/spin.rs)."
 
-if command -v valgrind >/dev/null; then
+if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; then
     echo "== uncontended (callgrind)" >&2
     count() { # binary args... -> instructions
         valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
@@ -142,26 +181,28 @@ if command -v valgrind >/dev/null; then
 fi
 
 section "Mutex, contended counter" contention $quick
-note "Reading: threads take one lock in a loop, with a short (one increment) or long (about 100 dependent steps) critical section. Above 2 threads the machine is oversubscribed: parking_lot's waiters yield their CPU, futexkit's and std's sleep, which keeps a server's tail latency (key-value table below) but gives up throughput on this test."
+section "Mutex, contended counter, a busy thread on every CPU" contention $quick --oversubscribed
+note contention "Reading: threads take one lock in a loop, with a short (one increment) or long (about 100 dependent steps) critical section, first on an idle machine, then with a busy thread on every CPU. Above the CPU count the machine is oversubscribed: parking_lot's waiters yield their CPU, futexkit's and std's sleep, which keeps a server's tail latency (key-value table below) but gives up throughput on this test."
 
 section "Condvar" condvar $quick
-note "Reading: a notify with nobody asleep makes no syscall in futexkit; notify_all wakes every waiter, as std's does, and the waiters then meet on the Mutex."
+note condvar "Reading: a notify with nobody asleep makes no syscall in futexkit; notify_all wakes every waiter, as std's does, and the waiters then meet on the Mutex."
 
 section "hackbench (Mutex + two Condvars per queue)" hackbench $quick
 
 section "RwLock and Barrier" rwlock $quick
-note "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/raw/rwlock.rs). Writers among readers: a futexkit writer shuts new readers out only once it is about to sleep (\`WRITERS_WAITING\`); while it spins, readers keep coming and the count seldom falls to zero, so futexkit's readers lead and its writers trail parking_lot's, whose writer claims the lock's writer bit as soon as it starts to wait and only then waits for the readers to leave."
+note rwlock "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/raw/rwlock.rs). Writers among readers: a futexkit writer shuts new readers out only once it is about to sleep (\`WRITERS_WAITING\`); while it spins, readers keep coming and the count seldom falls to zero, so futexkit's readers lead and its writers trail parking_lot's, whose writer claims the lock's writer bit as soon as it starts to wait and only then waits for the readers to leave."
 
 section "parking_lot's API on futexkit (futexkit::parking_lot) and on parking_lot" parking_lot_api $quick
-note "Reading: the same code, written against parking_lot's API, with only the import path changed (\`parking_lot\` or \`futexkit::parking_lot\`, built with \`--features lock_api_05\`); idle, then with a busy thread on every CPU. The upgrade rows are the workload upgradable reads exist for: look under a read that excludes other upgraders and writers, then write only if needed, with no writer in between."
+note parking_lot_api "Reading: the same code, written against parking_lot's API, with only the import path changed (\`parking_lot\` or \`futexkit::parking_lot\`, built with \`--features lock_api_05\`); idle, then with a busy thread on every CPU. The upgrade rows are the workload upgradable reads exist for: look under a read that excludes other upgraders and writers, then write only if needed, with no writer in between."
 
 if [ -n "$quick" ]; then
     section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5
 else
     section "A key-value server on each library (kvcompare)" kvcompare --rounds 3
 fi
-note "Reading: the server and the load generator share this machine's CPUs over loopback, so a primitive that spins or yields takes CPU from the threads it waits for; p99 is the column to watch."
+note kvcompare "Reading: the server and the load generator share this machine's CPUs over loopback, so a primitive that spins or yields takes CPU from the threads it waits for; p99 is the column to watch."
 
+if [ -z "$prebuilt" ] && wanted threadpool; then
 echo "== threadpool" >&2
 {
     echo "## threadpool 1.8.1: \`execute(|| {}); join()\`"
@@ -183,11 +224,12 @@ echo "== threadpool" >&2
     echo "Reading: the published crate with only its \`Mutex\`/\`Condvar\` import switched. Round trips are dominated by two wake-ups (the worker's, then the joiner's); the CPU time per round trip shows what waiting costs."
     echo
 } >>"$body"
+fi
 
 section "Process-shared, robust locks: futexkit::shared against glibc's robust pthread locks" shared_locks $quick
-note "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: futexkit's shared mutex sets WAITERS in every take while sleepers are counted, so that a woken waiter killed before it takes the lock strands nobody (src/raw/shared/mutex.rs, invariant 2), which costs a wake per release where glibc's lets a lock taken in passing be released without one. The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."
+note shared_locks "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: futexkit's shared mutex sets WAITERS in every take while sleepers are counted, so that a woken waiter killed before it takes the lock strands nobody (src/raw/shared/mutex.rs, invariant 2), which costs a wake per release where glibc's lets a lock taken in passing be released without one. The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."
 
-if command -v valgrind >/dev/null; then
+if [ -z "$prebuilt" ] && wanted shared_locks && command -v valgrind >/dev/null; then
     echo "== shared uncontended (callgrind)" >&2
     {
         echo "## Process-shared mutex, uncontended: instructions per lock + add + unlock"
@@ -210,18 +252,22 @@ if command -v valgrind >/dev/null; then
 fi
 
 section "FlipCall round trip, in one process and across two" flipcall_ipc $quick
-note "Reading: one process should be no slower than two (in-process / cross-process at most about 1), and FlipCall faster than raw wake + wait at every size. A shared window's copies are atomic (a peer process may write it at any moment), which costs against memcpy only below 1 KiB. Oversubscribed figures on a 2-CPU virtual machine move between runs by several times, in both directions: a pair either keeps spinning past each other or falls into sleeping and waking every call."
+note flipcall_ipc "Reading: one process should be no slower than two (in-process / cross-process at most about 1), and FlipCall faster than raw wake + wait at every size. A shared window's copies are atomic (a peer process may write it at any moment), which costs against memcpy only below 1 KiB. Oversubscribed figures on a 2-CPU virtual machine move between runs by several times, in both directions: a pair either keeps spinning past each other or falls into sleeping and waking every call."
 
 section "FlipCall: one server thread for many channels" flipcall_server $quick
-note "Reading: client threads each call as fast as they can on their own channel (64-byte requests and replies). One flipcall::Server thread against a FlipCall server thread per channel and against one thread serving Unix seqpacket sockets with epoll. With many clients the clients outnumber the CPUs, so fairness shows how the scheduler shared the CPUs among clients as much as the server's round robin."
+note flipcall_server "Reading: client threads each call as fast as they can on their own channel (64-byte requests and replies). One flipcall::Server thread against a FlipCall server thread per channel and against one thread serving Unix seqpacket sockets with epoll. With many clients the clients outnumber the CPUs, so fairness shows how the scheduler shared the CPUs among clients as much as the server's round robin."
 
 section "A directed hand-off through seccomp user notifications (SYNC_WAKE_UP)" seccomp_handoff $quick
-note "Reading: a filtered client thread's one intercepted call is answered by a supervisor (a thread, or a forked child holding the listener); with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) each wake-up goes to the waker's CPU, so the pair shares one CPU, as wake+wait pinned to one CPU does: compare those two rows. The \"directed hand-offs\" rows are FlipCall's opt-in mode built on it (Endpoint::direct_wakeups): it spins while both sides run and sleeps through seccomp only when the spin fails; docs/kernel.md (seccomp user notifications) has its design and costs."
+note seccomp_handoff "Reading: a filtered client thread's one intercepted call is answered by a supervisor (a thread, or a forked child holding the listener); with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) each wake-up goes to the waker's CPU, so the pair shares one CPU, as wake+wait pinned to one CPU does: compare those two rows. The \"directed hand-offs\" rows are FlipCall's opt-in mode built on it (Endpoint::direct_wakeups): it spins while both sides run and sleeps through seccomp only when the spin fails; docs/kernel.md (seccomp user notifications) has its design and costs."
 
 {
     echo "# Benchmarks"
     echo
-    echo "Every table below comes from one run of \`scripts/benchmarks.sh${quick:+ $quick}${against:+ --against DIR}\`, which regenerates this whole file (it is replaced, never appended): run it on your own machine to get yours."
+    if [ -n "$prebuilt" ]; then
+        echo "Every table below comes from one run of \`scripts/benchmarks.sh --prebuilt DIR${quick:+ $quick}${only:+ --only ${only:1:-1}}\` on a machine without a Rust toolchain, with the examples that \`scripts/benchmarks.sh --export DIR\` built elsewhere; it regenerates this whole file (it is replaced, never appended)."
+    else
+        echo "Every table below comes from one run of \`scripts/benchmarks.sh${quick:+ $quick}${against:+ --against DIR}${only:+ --only ${only:1:-1}}\`, which regenerates this whole file (it is replaced, never appended): run it on your own machine to get yours."
+    fi
     echo
     echo "- commit: $commit${prev_commit:+; previous build: $prev_commit}"
     echo "- machine: $machine"

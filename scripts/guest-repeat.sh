@@ -97,8 +97,12 @@ chmod +x "$root/init"
 
 echo "guest-repeat: $RUNS runs of $(basename "$bin") ${FILTER:+(filter $FILTER) }on $(basename "$KERNEL"); console: $LOG"
 start=$SECONDS
-timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel "${GR_ACCEL:-tcg,thread=multi}" -cpu max \
-    -smp 2 -m 1G -nographic -no-reboot -kernel "$KERNEL" -initrd "$CACHE/repeat.cpio.gz" \
+accel=${GR_ACCEL:-tcg,thread=multi}
+# KVM passes the host's CPU through; TCG emulates the most it can.
+cpu=max
+[[ $accel == kvm* ]] && cpu=host
+timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" \
+    -smp 2 -m 2G -nographic -no-reboot -kernel "$KERNEL" -initrd "$CACHE/repeat.cpio.gz" \
     -append "console=ttyS0 quiet panic=-1 gr_runs=$RUNS gr_hang=$HANG gr_filter=$FILTER" \
     </dev/null 2>&1 | strip_terminal >"$LOG" || true
 grep -a '^GR-\|^  ' "$LOG" || true

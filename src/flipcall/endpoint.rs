@@ -693,7 +693,12 @@ impl<S: Scope> Endpoint<S> {
         self.store_len(len)?;
         let peer_slept = self.hand_over(self.role.turn())?;
         if peer_slept {
-            self.wake_peer_directed_or_not(None)?;
+            if self.sleeps_in_call() {
+                self.wake_peer_directed_or_not(None)?;
+            } else {
+                // Never a kernel swap: it would also wait for the turn to come back.
+                self.wake_peer();
+            }
         }
         Ok(())
     }
