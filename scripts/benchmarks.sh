@@ -77,7 +77,7 @@ fi
 
 cpus=$(nproc)
 model=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-virt=$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor: *//p')
+virt=$( (lscpu 2>/dev/null || true) | sed -n 's/^Hypervisor vendor: *//p')
 [ -n "$virt" ] || virt=$(systemd-detect-virt --vm 2>/dev/null || true)
 if [ -n "$virt" ] && [ "$virt" != none ]; then virt="a virtual machine ($virt)"; else virt="no hypervisor detected"; fi
 machine="$cpus CPUs ($model), Linux $(uname -r), $virt"
