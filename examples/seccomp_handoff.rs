@@ -22,7 +22,8 @@
 //! rows). The table gives the median batch's round trip, the mean (total time over total round
 //! trips, so a slow batch counts) and the slowest batch.
 //!
-//! `cargo run --release --example seccomp_handoff [-- --quick | --batches N]`
+//! `cargo run --release --example seccomp_handoff [-- --quick | --batches N] [--flipcall-only]`
+//! (`--flipcall-only`: only the FlipCall rows and their wake+wait baselines)
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc;
@@ -207,15 +208,19 @@ fn main() {
     // Process-wide state a forked child may touch is initialised before any fork.
     println!("{}", futexkit::capabilities());
     println!("swap mode: {:?}", futexkit::swap::mode());
-    let rows: Vec<Row> = match probe() {
-        Ok(()) => ROWS.to_vec(),
-        Err(why) => {
-            println!("seccomp rows skipped: {why}");
-            ROWS.into_iter()
-                .filter(|r| !matches!(r, Row::Seccomp { .. } | Row::FlipCallDirected(_)))
-                .collect()
-        }
-    };
+    let flipcall_only = args.iter().any(|a| a == "--flipcall-only");
+    let seccomp_works = probe().map_err(|why| println!("seccomp rows skipped: {why}"));
+    let rows: Vec<Row> = ROWS
+        .into_iter()
+        .filter(|r| {
+            seccomp_works.is_ok() || !matches!(r, Row::Seccomp { .. } | Row::FlipCallDirected(_))
+        })
+        .filter(|r| {
+            !flipcall_only
+                || r.is_baseline()
+                || matches!(r, Row::FlipCall(_) | Row::FlipCallDirected(_))
+        })
+        .collect();
     println!(
         "one round trip = a call handed to the partner and answered; {batches} interleaved batches of ~{batch_time:?}, each a fresh pair\n"
     );
