@@ -13,10 +13,8 @@
 //! same interleaved run, the same round trip by futex wake + wait (free and pinned to one CPU),
 //! by futexkit's hand-offs on this kernel (`swap`, `Parker::swap_to`, FlipCall) and by a pipe
 //! pair; idle, then with a busy thread on every CPU, then with two busy threads on every CPU.
-//! The "directed hand-offs" rows are futexkit's FlipCall in its opt-in mode
-//! (`Endpoint::direct_wakeups`), which is built on this mechanism: both sides spin on the turn
-//! word while they run on CPUs of their own and sleep through seccomp only when the spin fails,
-//! with synchronous wake-ups only while no CPU is idle.
+//! futexkit's hand-offs do not use this mechanism: docs/kernel.md (seccomp user notifications)
+//! says why, with the figures.
 //!
 //! Every batch is a fresh pair (a new client thread, filter and supervisor for the seccomp
 //! rows). The table gives the median batch's round trip, the mean (total time over total round
@@ -75,8 +73,6 @@ enum Row {
     },
     PingPong(Mechanism),
     FlipCall(Placement),
-    /// futexkit's FlipCall with directed hand-offs (the opt-in mode that ships).
-    FlipCallDirected(Placement),
     FutexCrossProcess,
 }
 
@@ -98,12 +94,6 @@ impl Row {
             Row::PingPong(m) => format!("{}, threads", m.name()),
             Row::FlipCall(Placement::Thread) => "futexkit FlipCall, threads".into(),
             Row::FlipCall(Placement::Process) => "futexkit FlipCall, processes".into(),
-            Row::FlipCallDirected(Placement::Thread) => {
-                "futexkit FlipCall, directed hand-offs, threads".into()
-            }
-            Row::FlipCallDirected(Placement::Process) => {
-                "futexkit FlipCall, directed hand-offs, processes".into()
-            }
             Row::FutexCrossProcess => "futex wake+wait, processes".into(),
         }
     }
@@ -112,12 +102,8 @@ impl Row {
     fn side(self) -> Side {
         match self {
             Row::Seccomp { side, .. } => side,
-            Row::PingPong(_)
-            | Row::FlipCall(Placement::Thread)
-            | Row::FlipCallDirected(Placement::Thread) => Side::Thread,
-            Row::FlipCall(Placement::Process)
-            | Row::FlipCallDirected(Placement::Process)
-            | Row::FutexCrossProcess => Side::Process,
+            Row::PingPong(_) | Row::FlipCall(Placement::Thread) => Side::Thread,
+            Row::FlipCall(Placement::Process) | Row::FutexCrossProcess => Side::Process,
         }
     }
 
@@ -137,9 +123,6 @@ impl Row {
             Row::FlipCall(placement) => {
                 Client::start(FlipMechanism::FlipCall, placement).round_trips(0, n)
             }
-            Row::FlipCallDirected(placement) => {
-                Client::start(FlipMechanism::FlipCallDirected, placement).round_trips(0, n)
-            }
             Row::FutexCrossProcess => {
                 Client::start(FlipMechanism::FutexWakeWait, Placement::Process).round_trips(0, n)
             }
@@ -147,7 +130,7 @@ impl Row {
     }
 }
 
-const ROWS: [Row; 16] = [
+const ROWS: [Row; 14] = [
     Row::PingPong(Mechanism::FutexWakeWait),
     Row::PingPong(Mechanism::FutexWakeWaitOneCpu),
     Row::Seccomp {
@@ -168,7 +151,6 @@ const ROWS: [Row; 16] = [
     Row::PingPong(Mechanism::SwapEmulated),
     Row::PingPong(Mechanism::Parker),
     Row::FlipCall(Placement::Thread),
-    Row::FlipCallDirected(Placement::Thread),
     Row::PingPong(Mechanism::Pipe),
     Row::FutexCrossProcess,
     Row::Seccomp {
@@ -187,7 +169,6 @@ const ROWS: [Row; 16] = [
         wait: SupervisorWait::Recv,
     },
     Row::FlipCall(Placement::Process),
-    Row::FlipCallDirected(Placement::Process),
 ];
 
 fn main() {
@@ -212,14 +193,8 @@ fn main() {
     let seccomp_works = probe().map_err(|why| println!("seccomp rows skipped: {why}"));
     let rows: Vec<Row> = ROWS
         .into_iter()
-        .filter(|r| {
-            seccomp_works.is_ok() || !matches!(r, Row::Seccomp { .. } | Row::FlipCallDirected(_))
-        })
-        .filter(|r| {
-            !flipcall_only
-                || r.is_baseline()
-                || matches!(r, Row::FlipCall(_) | Row::FlipCallDirected(_))
-        })
+        .filter(|r| seccomp_works.is_ok() || !matches!(r, Row::Seccomp { .. }))
+        .filter(|r| !flipcall_only || r.is_baseline() || matches!(r, Row::FlipCall(_)))
         .collect();
     println!(
         "one round trip = a call handed to the partner and answered; {batches} interleaved batches of ~{batch_time:?}, each a fresh pair\n"

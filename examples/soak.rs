@@ -1,6 +1,5 @@
 //! Soak test: first every primitive at once (Mutex, RwLock, Condvar queue, Barrier, Parker
-//! pair, FlipCall pairs, half of them in the directed mode where it is available, each checking
-//! its own invariant), with four runnable threads per usable
+//! pair, FlipCall pair, each checking its own invariant), with four runnable threads per usable
 //! CPU; then many threads hammering one Mutex, at each thread count. A watchdog reports a hang
 //! (no progress for 5 s) instead of waiting forever. At the end it prints the spin policy's
 //! decisions (`futexkit::spin::decisions`): how often each kind of waiter spun, how often the
@@ -236,26 +235,18 @@ fn soak_all(duration: Duration) -> (usize, u64) {
         }));
     }
 
-    // FlipCall pairs: an echo server thread each; every other one in the opt-in directed mode
-    // where this machine allows it.
-    let directed = futexkit::flipcall::directed_wakeups_available().is_ok();
-    let flipcall_pairs = (per / 2).max(if directed { 2 } else { 1 });
-    for pair in 0..flipcall_pairs {
+    // FlipCall pairs: an echo server thread each.
+    for _ in 0..per / 2 {
         let (stop, items) = (stop.clone(), items.clone());
-        let mechanism = if directed && pair % 2 == 1 {
-            Mechanism::FlipCallDirected
-        } else {
-            Mechanism::FlipCall
-        };
         handles.push(std::thread::spawn(move || {
-            let mut client = Client::start(mechanism, Placement::Thread);
+            let mut client = Client::start(Mechanism::FlipCall, Placement::Thread);
             while !stop.load(Ordering::Relaxed) {
                 client.round_trips(64, 64);
                 items.fetch_add(64, Ordering::Relaxed);
             }
         }));
     }
-    let threads = handles.len() + consumers.len() + per / 2 + flipcall_pairs;
+    let threads = handles.len() + consumers.len() + 2 * (per / 2);
 
     watch(&handles, &stop, &items, duration, || {
         "every primitive at once".to_string()

@@ -258,7 +258,7 @@ section "FlipCall: one server thread for many channels" flipcall_server $quick
 note flipcall_server "Reading: client threads each call as fast as they can on their own channel (64-byte requests and replies). One flipcall::Server thread against a FlipCall server thread per channel and against one thread serving Unix seqpacket sockets with epoll. With many clients the clients outnumber the CPUs, so fairness shows how the scheduler shared the CPUs among clients as much as the server's round robin."
 
 section "A directed hand-off through seccomp user notifications (SYNC_WAKE_UP)" seccomp_handoff $quick
-note seccomp_handoff "Reading: a filtered client thread's one intercepted call is answered by a supervisor (a thread, or a forked child holding the listener); with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) each wake-up goes to the waker's CPU, so the pair shares one CPU, as wake+wait pinned to one CPU does: compare those two rows. The \"directed hand-offs\" rows are FlipCall's opt-in mode built on it (Endpoint::direct_wakeups): it spins while both sides run and sleeps through seccomp only when the spin fails; docs/kernel.md (seccomp user notifications) has its design and costs."
+note seccomp_handoff "Reading: a filtered client thread's one intercepted call is answered by a supervisor (a thread, or a forked child holding the listener); with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) each wake-up goes to the waker's CPU, so the pair shares one CPU, as wake+wait pinned to one CPU does: compare those two rows. futexkit's hand-offs do not use it: docs/kernel.md (seccomp user notifications) has the opt-in FlipCall mode that was built on it, its figures, and why it was taken out."
 
 {
     echo "# Benchmarks"

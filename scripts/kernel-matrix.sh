@@ -9,8 +9,7 @@
 #   (Linux 7.x, a moving target, so not in CI) only when named. `patched` boots futexkit's test
 #   kernel (scripts/kernel/build.sh builds it, about 10 minutes the first time, so not in CI):
 #   FUTEX_SWAP, FUTEX2_SPIN (opted in) and the rseq slice extension present, and every kernel
-#   path's test must report that it ran (KM-KERNEL-PATH lines). On every kernel FlipCall's
-#   directed hand-offs must have run (6.6 and later) or reported the probe's fallback (before).
+#   path's test must report that it ran (KM-KERNEL-PATH lines).
 # Environment:
 #   KM_ACCEL    auto (default: KVM when it boots a kernel, else TCG), kvm or tcg
 #   KM_CACHE    downloads, initramfs and logs (default target/kernel-matrix)
@@ -68,19 +67,6 @@ kernel_paths_for() {
     rseq_slice) echo "rseq-slice" ;;
     *) echo "" ;;
     esac
-}
-
-# The KM-KERNEL-PATH name tests/flipcall_directed.rs must report on kernel RELEASE: FlipCall's
-# directed hand-offs need seccomp's synchronous wake-ups (mainline 6.6); before, the probe must
-# say so and the fallback run.
-directed_path_for() {
-    local major minor
-    IFS=. read -r major minor _ <<<"${1%%-*}"
-    if ((major > 6 || (major == 6 && minor >= 6))); then
-        echo "flipcall-directed"
-    else
-        echo "flipcall-directed-fallback"
-    fi
 }
 
 # The fallback each absent capability sends futexkit down (README "Supported kernels").
@@ -374,12 +360,6 @@ report() {
             ((count > 0)) || problems+=("kernel path $path never ran")
         done
     done
-    if [[ -n $release ]]; then
-        path=$(directed_path_for "$release")
-        count=$(grep -c "KM-KERNEL-PATH $path:" "$log" || true)
-        paths+=("$path $count")
-        ((count > 0)) || problems+=("kernel path $path never ran")
-    fi
     if [[ -n $expect ]]; then
         # tests/probe.rs compares; this only makes sure the guest was told.
         note "expected: $expect (checked by tests/probe.rs)"

@@ -79,7 +79,9 @@
 //!   on a machine whose CPUs are all busy, the partner is often woken onto the spinner's own
 //!   CPU). At most `max_spinners` threads spin on one primitive; there is no limit across
 //!   primitives: the pair of threads a hand-off serves may be in one process or in two, and
-//!   must fare the same either way.
+//!   must fare the same either way. Where the partner says which CPU it last handed over from
+//!   (FlipCall's header), a waiter on that same CPU does not spin at all
+//!   (`partner_may_be_running`): the partner waits for that very CPU.
 //! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed, and a probe's
 //!   length capped, whatever the waits took: a long wait can only take credit away, and a
 //!   preempted spin stops a thread's notify spins, the ones a notify that woke nobody asks for
@@ -567,18 +569,10 @@ fn every_runnable_thread_had_a_cpu_lately() -> bool {
     answer
 }
 
-/// Whether a directed hand-off's wake-ups (`flipcall`'s opt-in mode) should be synchronous,
-/// running the woken thread on the waker's CPU: only while some runnable thread waits for a
-/// CPU. While one is idle, an ordinary wake-up lands the partner there at once, and keeping
-/// the pair on separate CPUs lets both spin past each other's turns; once none is idle, the
-/// waker's CPU is where the partner runs soonest.
-pub(crate) fn directed_wakeups_should_be_synchronous() -> bool {
-    !MODEL_CHECKED && !every_runnable_thread_had_a_cpu_lately()
-}
-
-/// Whether a waiter of a directed hand-off should spin for a partner that last handed the turn
-/// over from `partner_cpu`: not when that is the waiter's own CPU, where a synchronous wake-up
-/// put the waiter. The partner then cannot be running, and spinning only keeps it off the CPU.
+/// Whether a hand-off's waiter should spin for a partner that last handed the turn over from
+/// `partner_cpu`: not when that is the waiter's own CPU. The partner, woken onto this CPU or
+/// preempted there, then waits for the CPU that the spin would keep from it. A hint from
+/// shared memory: any value only decides whether to spin.
 pub(crate) fn partner_may_be_running(partner_cpu: u32) -> bool {
     partner_cpu != crate::futex::sys::current_cpu()
 }

@@ -20,7 +20,10 @@
 //!   the emulated swap. While both sides run, a round trip makes no syscall.
 //! * Waiting: spin while the peer is likely to answer soon, then set `SLEEPING` with a
 //!   compare-exchange and futex-wait on that exact value (the steps below). Acquire on the load
-//!   that sees the turn come back makes the peer's data visible.
+//!   that sees the turn come back makes the peer's data visible. Each side writes the CPU it
+//!   hands over from into the header (`cpu_of`), and a waiter does not spin when the peer last
+//!   handed over from the waiter's own CPU (`spin::partner_may_be_running`): a peer woken or
+//!   preempted there waits for the CPU the spin would keep.
 //! * Only the holder changes the turn; the waiter only adds `SLEEPING`; anyone adds `SHUTDOWN`
 //!   (with `fetch_or`, then a wake of all). So a waiter that finds the turn moved elsewhere, or a
 //!   holder that finds it gone, is looking at a lying peer: [`Violation`].
@@ -49,15 +52,6 @@
 //! marks every waiting one with the word its look found, and sleeps on all those words at once
 //! with `futex_waitv`.
 //!
-//! ## Directed hand-offs (opt-in)
-//!
-//! Where the server thread opted in ([`Endpoint::direct_wakeups`]) the word and its steps stay
-//! as above; only how each side sleeps and wakes the other changes (`directed.rs`): the server
-//! sleeps in a system call the client answers, the client on the listener that receives it.
-//! A server handing the turn to a sleeping client keeps `SLEEPING` in the word it stores, as
-//! its wake of the client is its own sleep. A directed waiter does not spin when the peer
-//! last handed the turn over from this CPU (`spin::partner_may_be_running`).
-//!
 //! ## Peer death
 //!
 //! Each endpoint writes its process id into the header when it is made. A waiter whose peer is
@@ -70,9 +64,8 @@ use core::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::directed::{self, DirectedWakeups, Sleeps};
-use super::error::{Error, Misuse, Violation};
-use super::window::{Region, CLIENT_ROLE, SERVER_DIRECTED, SERVER_ROLE};
+use super::error::{Error, Violation};
+use super::window::{Region, CLIENT_ROLE, SERVER_ROLE};
 use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::{Deadline, Futex, Private, Scope, ScopeKind, Shared};
 use crate::spin::Spinner;
@@ -114,13 +107,6 @@ impl Role {
         }
     }
 
-    fn peer(self) -> Role {
-        match self {
-            Role::Client => Role::Server,
-            Role::Server => Role::Client,
-        }
-    }
-
     fn peer_turn(self) -> u32 {
         match self {
             Role::Client => SERVER,
@@ -132,6 +118,13 @@ impl Role {
         match self {
             Role::Client => CLIENT_ROLE,
             Role::Server => SERVER_ROLE,
+        }
+    }
+
+    fn peer(self) -> Role {
+        match self {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
         }
     }
 }
@@ -158,12 +151,6 @@ enum Seen {
     Unknown,
     /// A real turn, but not one this side can see now (the peer took or skipped a step).
     Unexpected,
-}
-
-/// Whether `state` shows the peer holding the turn, to a side waiting for `mine` while the
-/// peer holds `pending`.
-fn peer_holds_turn_in(state: u32, mine: u32, pending: u32) -> bool {
-    matches!(classify(state & !SLEEPING, mine, pending), Seen::Pending)
 }
 
 fn classify(state: u32, mine: u32, pending: u32) -> Seen {
@@ -230,7 +217,6 @@ pub struct Endpoint<S: Scope = Private> {
     phase: Phase,
     spinner: Spinner,
     peer: super::peer::PeerWatch,
-    sleeps: Sleeps,
     scope: PhantomData<fn() -> S>,
 }
 
@@ -249,7 +235,6 @@ impl<S: Scope> core::fmt::Debug for Endpoint<S> {
             .field("scope", &S::KIND)
             .field("phase", &self.phase)
             .field("capacity", &self.capacity())
-            .field("directed", &self.sleeps.is_directed())
             .finish_non_exhaustive()
     }
 }
@@ -354,113 +339,8 @@ impl<S: Scope> Endpoint<S> {
             phase: Phase::Start,
             spinner: Spinner::new(),
             peer,
-            sleeps: Sleeps::OnFutex,
             scope: PhantomData,
         })
-    }
-
-    /// Server, on the thread that will serve the channel, before
-    /// [`recv_first`](Endpoint::recv_first): opts in to directed hand-offs. Returns the listener
-    /// to give the client ([`accept_directed_wakeups`](Endpoint::accept_directed_wakeups)).
-    ///
-    /// From then on this endpoint sleeps in a system call its client answers, and each
-    /// side's wake-up of the other can run the woken thread on the waker's CPU (seccomp's
-    /// synchronous user notifications, Linux 6.6): a round trip that does not wait for a CPU
-    /// to come free when every CPU is busy. While both sides run on CPUs of their own they
-    /// hand the turn over without a system call, as before.
-    ///
-    /// What it costs, for the rest of this thread's life:
-    ///
-    /// * the thread carries a seccomp filter, which every system call it makes runs (it lets
-    ///   every call through except futexkit's own), and which threads and processes it
-    ///   creates inherit;
-    /// * the thread gets `no_new_privs`: programs it executes gain no privileges (set-user-ID
-    ///   bits are ignored);
-    /// * the endpoint is usable on this thread only ([`Misuse::WrongThread`] elsewhere), its
-    ///   waits cannot time out ([`Misuse::Timeout`]), it cannot join a
-    ///   [`Server`](super::Server), and a shutdown reaches it only when the client next calls
-    ///   or goes: its sleep ends only by the client's answer, or when the client's endpoint,
-    ///   which holds the listener, is dropped or sees the channel shut down (then
-    ///   [`Error::Shutdown`], or [`Error::PeerDied`] if the client's process died).
-    ///
-    /// ```
-    /// use futexkit::flipcall::{self, Error};
-    ///
-    /// let (mut client, mut server) = flipcall::pair(64)?;
-    /// let (wakeups_tx, wakeups_rx) = std::sync::mpsc::channel();
-    /// let server = std::thread::spawn(move || -> Result<(), Error> {
-    ///     match server.direct_wakeups() {
-    ///         Ok(wakeups) => wakeups_tx.send(Some(wakeups)).unwrap(),
-    ///         // Too old a kernel, or a sandbox: the channel hands off as before.
-    ///         Err(Error::DirectedUnavailable(_)) => wakeups_tx.send(None).unwrap(),
-    ///         Err(err) => return Err(err),
-    ///     }
-    ///     let mut len = server.recv_first()?;
-    ///     loop {
-    ///         server.data_mut()[..len].reverse();
-    ///         len = match server.send_recv(len) {
-    ///             Ok(len) => len,
-    ///             Err(Error::Shutdown) => return Ok(()),
-    ///             Err(err) => return Err(err),
-    ///         };
-    ///     }
-    /// });
-    /// if let Some(wakeups) = wakeups_rx.recv().unwrap() {
-    ///     client.accept_directed_wakeups(wakeups)?;
-    /// }
-    /// client.connect()?;
-    /// client.data_mut()[..3].copy_from_slice(b"abc");
-    /// let len = client.send_recv(3)?;
-    /// assert_eq!(&client.data()[..len], b"cba");
-    /// drop(client);
-    /// server.join().unwrap()?;
-    /// # Ok::<(), Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::DirectedUnavailable`] with the reason
-    /// ([`directed_wakeups_available`](super::directed_wakeups_available)), the endpoint and
-    /// thread unchanged; [`Misuse::NotAtStart`] on a client, after `recv_first`, or a second
-    /// time.
-    pub fn direct_wakeups(&mut self) -> Result<DirectedWakeups, Error> {
-        if self.role != Role::Server || self.phase != Phase::Start || self.sleeps.is_directed() {
-            return Err(Error::DirectedMisuse(Misuse::NotAtStart));
-        }
-        let listener = directed::install_on_this_thread()?;
-        let roles = &self.region.header().roles;
-        roles.fetch_or(SERVER_DIRECTED, Ordering::Release);
-        self.sleeps = Sleeps::InCall {
-            thread: crate::futex::sys::thread_key(),
-            listener_gone: false,
-        };
-        Ok(DirectedWakeups { listener })
-    }
-
-    /// Client, before [`connect`](Endpoint::connect): takes the listener of a server that opted
-    /// in to directed hand-offs ([`direct_wakeups`](Endpoint::direct_wakeups)). From then on
-    /// this endpoint sleeps on the listener, in slices of [`PEER_CHECK_INTERVAL`] (so a
-    /// shutdown by a [`ShutdownHandle`] reaches it within one), and wakes the server by
-    /// answering its calls, which it can do only while in a call of its own: its
-    /// [`send_last`](Endpoint::send_last) is refused. Dropping the endpoint, or seeing the
-    /// channel shut down, closes the listener, which ends the server's wait. The listener is closed on `exec`, but a `fork`
-    /// of this process keeps a copy: the server then notices this process's death only when
-    /// that child's copy closes too.
-    ///
-    /// # Errors
-    ///
-    /// [`Misuse::NotAtStart`] on a server, after `connect`, or a second time.
-    pub fn accept_directed_wakeups(&mut self, wakeups: DirectedWakeups) -> Result<(), Error> {
-        if self.role != Role::Client || self.phase != Phase::Start || self.sleeps.is_directed() {
-            return Err(Error::DirectedMisuse(Misuse::NotAtStart));
-        }
-        self.sleeps = Sleeps::OnListener(directed::Answerer::new(wakeups));
-        Ok(())
-    }
-
-    /// Whether this endpoint hands off by directed wake-ups.
-    pub fn is_directed(&self) -> bool {
-        self.sleeps.is_directed()
     }
 
     /// This endpoint's role.
@@ -556,8 +436,7 @@ impl<S: Scope> Endpoint<S> {
     /// # Errors
     ///
     /// [`Error::Shutdown`], [`Error::PeerDied`], [`Error::Protocol`]; [`Error::WrongTurn`] on a
-    /// server or a connected client; [`Misuse::NotAccepted`] if the server opted in to directed
-    /// hand-offs and this client has not taken its listener.
+    /// server or a connected client.
     pub fn connect(&mut self) -> Result<(), Error> {
         self.connect_until(None)
     }
@@ -576,22 +455,7 @@ impl<S: Scope> Endpoint<S> {
         if self.role != Role::Client || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
         }
-        self.refuse_undirected_client()?;
-        self.wait_for_turn(deadline)?;
-        // The server may have opted in while this side waited.
-        self.refuse_undirected_client()
-    }
-
-    /// A client without the listener of a server that opted in could never wake it. (On a
-    /// shut-down channel, whose listener this client may have closed, the wait says so.)
-    fn refuse_undirected_client(&self) -> Result<(), Error> {
-        let header = self.region.header();
-        let roles = header.roles.load(Ordering::Acquire);
-        let shut_down = header.state.load(Ordering::Acquire) & SHUTDOWN != 0;
-        if roles & SERVER_DIRECTED != 0 && !self.sleeps.is_directed() && !shut_down {
-            return Err(Error::DirectedMisuse(Misuse::NotAccepted));
-        }
-        Ok(())
+        self.wait_for_turn(deadline).map(drop)
     }
 
     /// Server: announces it is ready and waits for the first call; returns its length.
@@ -618,7 +482,6 @@ impl<S: Scope> Endpoint<S> {
         if self.role != Role::Server || self.phase != Phase::Start {
             return Err(Error::WrongTurn);
         }
-        self.refuse_directed_misuse(deadline)?;
         self.region.header().len.store(0, Ordering::Relaxed);
         self.hand_over_and_wait(NEW, deadline)
     }
@@ -667,7 +530,6 @@ impl<S: Scope> Endpoint<S> {
     }
 
     fn send_recv_until(&mut self, len: usize, deadline: Option<Deadline>) -> Result<usize, Error> {
-        self.refuse_directed_misuse(deadline)?;
         self.store_len(len)?;
         self.hand_over_and_wait(self.role.turn(), deadline)
     }
@@ -675,30 +537,14 @@ impl<S: Scope> Endpoint<S> {
     /// Hands the first `len` bytes to the peer without waiting for a reply (a server's last
     /// answer, for example). [`recv`](Endpoint::recv) can still wait for the turn later.
     ///
-    /// In directed mode ([`direct_wakeups`](Endpoint::direct_wakeups)) a server wakes a
-    /// sleeping client by its own sleep: then this returns once the client hands the turn back
-    /// (which `recv` then takes at once), goes, or a signal interrupts the sleep. A directed
-    /// client cannot send without waiting ([`Misuse::ClientSendLast`]): it wakes a sleeping
-    /// server by answering the server's call, which it can only do while in a call of its own.
-    ///
     /// # Errors
     ///
-    /// As [`send_recv`](Endpoint::send_recv), without the waiting ones; [`Misuse::ClientSendLast`]
-    /// on a directed client.
+    /// As [`send_recv`](Endpoint::send_recv), without the waiting ones.
     pub fn send_last(&mut self, len: usize) -> Result<(), Error> {
-        self.refuse_directed_misuse(None)?;
-        if matches!(self.sleeps, Sleeps::OnListener(_)) {
-            return Err(Error::DirectedMisuse(Misuse::ClientSendLast));
-        }
         self.store_len(len)?;
         let peer_slept = self.hand_over(self.role.turn())?;
         if peer_slept {
-            if self.sleeps_in_call() {
-                self.wake_peer_directed_or_not(None)?;
-            } else {
-                // Never a kernel swap: it would also wait for the turn to come back.
-                self.wake_peer();
-            }
+            self.wake_peer();
         }
         Ok(())
     }
@@ -727,22 +573,7 @@ impl<S: Scope> Endpoint<S> {
         if self.phase != Phase::Waiting {
             return Err(Error::WrongTurn);
         }
-        self.refuse_directed_misuse(deadline)?;
         self.wait_for_turn(deadline)
-    }
-
-    /// A directed server sleeps in a call that only its own thread can make, and that cannot
-    /// time out: it refuses another thread, and a deadline, before anything moves.
-    fn refuse_directed_misuse(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        if let Sleeps::InCall { thread, .. } = self.sleeps {
-            if crate::futex::sys::thread_key() != thread {
-                return Err(Error::DirectedMisuse(Misuse::WrongThread));
-            }
-            if deadline.is_some() {
-                return Err(Error::DirectedMisuse(Misuse::Timeout));
-            }
-        }
-        Ok(())
     }
 
     fn store_len(&mut self, len: usize) -> Result<(), Error> {
@@ -769,63 +600,37 @@ impl<S: Scope> Endpoint<S> {
     ) -> Result<usize, Error> {
         let peer_slept = self.hand_over(from)?;
         if peer_slept {
-            if from == NEW && self.sleeps_in_call() {
-                // A client that connected without the listener sleeps on the futex: woken, it
-                // finds out (`Misuse::NotAccepted`) instead of sleeping for ever.
+            if swap::mode() == SwapMode::Kernel {
+                self.swap_to_peer(deadline)?;
+            } else {
                 self.wake_peer();
             }
-            self.wake_peer_directed_or_not(deadline)?;
         }
         self.wait_for_turn(deadline)
-    }
-
-    /// Wakes the peer that a hand-over found asleep: a futex wake, or a kernel swap (which also
-    /// sleeps); a directed server's intercepted call (which also sleeps); a directed client's
-    /// answer to the server's call.
-    fn wake_peer_directed_or_not(&mut self, deadline: Option<Deadline>) -> Result<(), Error> {
-        match &mut self.sleeps {
-            Sleeps::OnFutex if swap::mode() == SwapMode::Kernel => self.swap_to_peer(deadline),
-            Sleeps::OnFutex => {
-                self.wake_peer();
-                Ok(())
-            }
-            Sleeps::InCall { listener_gone, .. } => directed::sleep_in_call(listener_gone),
-            Sleeps::OnListener(answerer) => answerer.wake_server(),
-        }
     }
 
     /// Moves the turn from `from` (this side's) to the peer; returns whether the peer slept.
     fn hand_over(&mut self, from: u32) -> Result<bool, Error> {
         let state = &self.region.header().state;
         let to = self.role.peer_turn();
-        // A directed server wakes a sleeping client by its own sleep: the word it stores says so.
-        let keeps_sleeping = matches!(self.sleeps, Sleeps::InCall { .. });
-        if self.sleeps.is_directed() {
-            // Written only when it changes: the peer reads it at every wait, and a line that
-            // is written at every hand-over would move between the CPUs with the turn.
-            let cpu = crate::futex::sys::current_cpu();
-            let recorded = self.region.header().cpu_of(self.role);
-            if recorded.load(Ordering::Relaxed) != cpu {
-                recorded.store(cpu, Ordering::Relaxed);
-            }
+        // Written only when it changes: the peer reads it at every wait, and a line written at
+        // every hand-over would move between the CPUs with the turn.
+        let cpu = crate::futex::sys::current_cpu();
+        let recorded = self.region.header().cpu_of(self.role);
+        if recorded.load(Ordering::Relaxed) != cpu {
+            recorded.store(cpu, Ordering::Relaxed);
         }
         let mut current = state.load(Ordering::Relaxed);
         for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
             // Holding the turn, SHUTDOWN wins: nothing more may be handed over.
             if current & SHUTDOWN != 0 && current & !KNOWN_BITS == 0 {
-                self.release_listener();
                 return Err(Error::Shutdown);
             }
             match classify(current & !SLEEPING, from, to) {
                 Seen::Mine => {}
                 seen => return Err(seen.violation(current).into()),
             }
-            let next = if keeps_sleeping {
-                to | (current & SLEEPING)
-            } else {
-                to
-            };
-            match state.compare_exchange_weak(current, next, Ordering::Release, Ordering::Relaxed) {
+            match state.compare_exchange_weak(current, to, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => {
                     self.phase = Phase::Waiting;
                     return Ok(current & SLEEPING != 0);
@@ -873,24 +678,15 @@ impl<S: Scope> Endpoint<S> {
         let _ = self.state_futex().wake(1);
     }
 
-    /// Waits until the turn is this side's; returns the length that came with it. A directed
-    /// client whose wait times out first answers a call of the server's that has arrived
-    /// (`answer_arrived_call`).
+    /// Waits until the turn is this side's; returns the length that came with it. The loop
+    /// over the wait steps: spin while the peer is likely to answer soon, then look, mark
+    /// `SLEEPING`, sleep, until a look takes the turn or ends the wait.
     fn wait_for_turn(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
-        let result = self.wait_steps(deadline);
-        if matches!(result, Err(Error::TimedOut)) {
-            self.answer_arrived_call()?;
-        }
-        result
-    }
-
-    /// The loop over the wait steps: spin while the peer is likely to answer soon, then look,
-    /// mark `SLEEPING`, sleep, until a look takes the turn or ends the wait.
-    fn wait_steps(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
         if self.peer.died() {
             return Err(Error::PeerDied);
         }
-        if self.worth_spinning() {
+        let peer_cpu = self.region.header().cpu_of(self.role.peer());
+        if crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed)) {
             self.spinner
                 .spin_until_before(deadline, || !self.peer_holds_turn());
         }
@@ -912,9 +708,6 @@ impl<S: Scope> Endpoint<S> {
                 return Err(Error::TimedOut);
             }
             first_look = false;
-            if let Some(gone) = self.directed_peer_gone() {
-                return Err(gone);
-            }
             let Some(asleep) = self.mark_sleeping(seen) else {
                 // Only a peer rewriting the word makes this fail again and again: let it not
                 // keep us from noticing its death, nor from sharing the CPU.
@@ -981,10 +774,7 @@ impl<S: Scope> Endpoint<S> {
                 self.received_len().map(Look::Taken)
             }
             Seen::Pending => Ok(Look::Pending(PeerTurn(current))),
-            Seen::Shutdown => {
-                self.release_listener();
-                Err(Error::Shutdown)
-            }
+            Seen::Shutdown => Err(Error::Shutdown),
             seen => Err(seen.violation(current).into()),
         }
     }
@@ -1010,26 +800,6 @@ impl<S: Scope> Endpoint<S> {
     /// the word moved, or when the slice ran out with the deadline still ahead and the peer
     /// still alive.
     fn sleep(&mut self, asleep: u32, deadline: Option<Deadline>) -> Result<(), Error> {
-        let pending = self.pending_turn();
-        match &mut self.sleeps {
-            Sleeps::OnFutex => {}
-            Sleeps::InCall { listener_gone, .. } => return directed::sleep_in_call(listener_gone),
-            Sleeps::OnListener(answerer) => {
-                let (state, mine) = (&self.region.header().state, self.role.turn());
-                let servers_turn =
-                    || peer_holds_turn_in(state.load(Ordering::Acquire), mine, pending);
-                let came = answerer.sleep(directed::slice_before(deadline), servers_turn)?;
-                let check_peer = !came || answerer.peer_check_due();
-                if deadline.is_some_and(|d| d.has_passed()) {
-                    return Err(Error::TimedOut);
-                }
-                return if check_peer {
-                    self.check_peer()
-                } else {
-                    Ok(())
-                };
-            }
-        }
         let slice = self.slice_deadline(deadline);
         match self.state_futex().wait(asleep, slice) {
             Ok(()) | Err(crate::futex::Error::ValueChanged) => Ok(()),
@@ -1041,71 +811,6 @@ impl<S: Scope> Endpoint<S> {
             }
             Err(err) => Err(err.into()),
         }
-    }
-
-    // ---- Directed hand-offs (module docs; `directed.rs`) ----
-
-    /// Whether a waiter spins before it sleeps: not a directed client whose server waits for
-    /// its answer or was just woken onto this CPU, nor a directed waiter whose peer last handed
-    /// the turn over from this CPU.
-    fn worth_spinning(&mut self) -> bool {
-        match &mut self.sleeps {
-            Sleeps::OnFutex => return true,
-            Sleeps::OnListener(answerer) => {
-                if !answerer.server_may_be_running() {
-                    return false;
-                }
-            }
-            Sleeps::InCall { .. } => {}
-        }
-        let peer_cpu = self.region.header().cpu_of(self.role.peer());
-        crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed))
-    }
-
-    /// The directed check that comes before marking `SLEEPING`, for a waiter whose look found
-    /// the peer holding the turn: a server whose client's listener is gone, or a client whose
-    /// server's thread is gone, stops. `None`: go on to mark and sleep.
-    fn directed_peer_gone(&self) -> Option<Error> {
-        match &self.sleeps {
-            Sleeps::InCall {
-                listener_gone: true,
-                ..
-            } => Some(Error::PeerDied),
-            Sleeps::OnListener(answerer) if answerer.hung_up() => Some(Error::PeerDied),
-            _ => None,
-        }
-    }
-
-    /// A directed client whose wait timed out with the server still asleep in a call it has
-    /// not received (its hand-over found the server marked asleep): one last look for that
-    /// call, answered if it has arrived. One that arrives later is answered at this client's
-    /// next call on the channel (or ends when it drops the endpoint): until then the server
-    /// sleeps holding the turn. A look, not a wait: the server may have been woken by a signal
-    /// and taken the turn, which the word cannot tell from a call still on its way.
-    fn answer_arrived_call(&mut self) -> Result<(), Error> {
-        let pending = self.pending_turn();
-        let (state, mine) = (&self.region.header().state, self.role.turn());
-        if let Sleeps::OnListener(answerer) = &mut self.sleeps {
-            if answerer.server_unanswered() {
-                let servers_turn =
-                    || peer_holds_turn_in(state.load(Ordering::Acquire), mine, pending);
-                answerer.sleep(Duration::ZERO, servers_turn)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// A client that sees the channel shut down closes its listener: the server's call, made
-    /// or to come, fails at once, and the server sees the shutdown.
-    fn release_listener(&mut self) {
-        if matches!(self.sleeps, Sleeps::OnListener(_)) {
-            self.sleeps = Sleeps::OnFutex;
-        }
-    }
-
-    /// Whether this is a directed server endpoint, which a [`Server`](super::Server) refuses.
-    pub(crate) fn sleeps_in_call(&self) -> bool {
-        matches!(self.sleeps, Sleeps::InCall { .. })
     }
 
     // ---- Server only ----

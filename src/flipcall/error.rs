@@ -36,60 +36,6 @@ pub enum Error {
     WrongTurn,
     /// A system call failed (creating, mapping or checking a window, or a futex operation).
     Io(std::io::Error),
-    /// Directed hand-offs cannot be had here; the endpoint is unchanged and hands off as before.
-    DirectedUnavailable(Unavailable),
-    /// A call that directed hand-offs do not allow.
-    DirectedMisuse(Misuse),
-}
-
-/// Why this thread cannot opt in to directed hand-offs
-/// ([`directed_wakeups_available`](super::directed_wakeups_available)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Unavailable {
-    /// futexkit knows no seccomp audit architecture number for this CPU (x86-64 and AArch64
-    /// only).
-    UnknownArchitecture,
-    /// `prctl(PR_SET_NO_NEW_PRIVS)` was refused (its errno).
-    NoNewPrivsRefused(i32),
-    /// The seccomp filter with a listener was refused (its errno): a sandbox forbids seccomp
-    /// (`EACCES`, `EPERM`), the kernel lacks user notifications (`EINVAL`, before 5.0), or the
-    /// thread already carries a filter with a listener (`EBUSY`: it opted in before, or was
-    /// created by a thread that had).
-    FilterRefused(i32),
-    /// The kernel lacks the synchronous wake-ups (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`,
-    /// Linux 6.6).
-    KernelTooOld,
-    /// A descriptor given as a listener is not one.
-    NotAListener,
-    /// No thread could be made to ask the question on.
-    NoThread,
-}
-
-/// A call that directed hand-offs do not allow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Misuse {
-    /// A directed server endpoint used on a thread other than the one that opted in: only that
-    /// thread carries the filter its sleeps need.
-    WrongThread,
-    /// A timed wait on a directed server: its sleep, a system call answered by the client,
-    /// cannot time out.
-    Timeout,
-    /// A directed server endpoint given to a [`Server`](super::Server), which waits for many
-    /// channels on one thread by futex.
-    ManyChannelServer,
-    /// Opting in on an endpoint that has started (connected, or received its first call), that
-    /// has opted in already, or of the other role.
-    NotAtStart,
-    /// A client connecting to a server that opted in, without its listener
-    /// ([`Endpoint::accept_directed_wakeups`](super::Endpoint::accept_directed_wakeups)): it
-    /// could not wake the server.
-    NotAccepted,
-    /// [`Endpoint::send_last`](super::Endpoint::send_last) on a directed client: it wakes a
-    /// sleeping server by answering the server's call, which it can only do while in a call of
-    /// its own (use [`send_recv`](super::Endpoint::send_recv)).
-    ClientSendLast,
 }
 
 /// What a peer wrote that cannot be.
@@ -148,10 +94,6 @@ impl fmt::Display for Error {
                 f.write_str("flipcall call made out of turn (or before connect/recv_first)")
             }
             Error::Io(err) => write!(f, "flipcall system call failed: {err}"),
-            Error::DirectedUnavailable(why) => {
-                write!(f, "flipcall directed hand-offs unavailable: {why}")
-            }
-            Error::DirectedMisuse(misuse) => write!(f, "flipcall directed hand-offs: {misuse}"),
         }
     }
 }
@@ -179,43 +121,6 @@ impl fmt::Display for Violation {
                 f.write_str("the kernel could not read the state word (page removed by the peer)")
             }
         }
-    }
-}
-
-impl fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let errno = |n: i32| std::io::Error::from_raw_os_error(n);
-        match self {
-            Unavailable::UnknownArchitecture => {
-                f.write_str("no seccomp architecture number known for this CPU")
-            }
-            Unavailable::NoNewPrivsRefused(n) => write!(f, "no_new_privs refused: {}", errno(*n)),
-            Unavailable::FilterRefused(n) => {
-                write!(f, "seccomp filter with a listener refused: {}", errno(*n))
-            }
-            Unavailable::KernelTooOld => f.write_str(
-                "the kernel lacks seccomp's synchronous wake-ups (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6)",
-            ),
-            Unavailable::NotAListener => f.write_str("the descriptor is not a seccomp listener"),
-            Unavailable::NoThread => f.write_str("no thread could be spawned to probe on"),
-        }
-    }
-}
-
-impl fmt::Display for Misuse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Misuse::WrongThread => "server endpoint used off the thread that opted in",
-            Misuse::Timeout => "a directed server's waits cannot time out",
-            Misuse::ManyChannelServer => "a directed server endpoint cannot join a Server",
-            Misuse::NotAtStart => {
-                "opt in on a server before recv_first, a client before connect, once"
-            }
-            Misuse::NotAccepted => {
-                "the server opted in: the client needed its listener before connect"
-            }
-            Misuse::ClientSendLast => "a directed client cannot send without waiting",
-        })
     }
 }
 

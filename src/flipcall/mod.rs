@@ -88,16 +88,14 @@
 
 use crate::futex::Private;
 
-mod directed;
 mod endpoint;
 mod error;
 mod peer;
 mod server;
 mod window;
 
-pub use directed::{directed_wakeups_available, DirectedWakeups};
 pub use endpoint::{Endpoint, Role, ShutdownHandle, PEER_CHECK_INTERVAL};
-pub use error::{Error, Misuse, Unavailable, Violation};
+pub use error::{Error, Violation};
 pub use server::{ChannelId, Event, Server, ServerHandle, WaitMode, MAX_CHANNELS, POLL_INTERVAL};
 pub use window::PacketWindow;
 pub use window::MAX_CAPACITY;

@@ -202,9 +202,6 @@ impl<S: Scope> Control<S> {
         mut endpoint: Endpoint<S>,
         idle_timeout: Option<Duration>,
     ) -> Result<Channel<S>, Error> {
-        if endpoint.sleeps_in_call() {
-            return Err(Error::DirectedMisuse(super::Misuse::ManyChannelServer));
-        }
         let shutdown = endpoint.shutdown_handle();
         {
             let mut registry = self.registry();

@@ -6,13 +6,12 @@
 //! offset 0    magic       "FKfc"
 //!        4    version     1
 //!        8    capacity    data bytes the creator asked for
-//!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists,
-//!                         bit 2: the server opted in to directed hand-offs
+//!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists
 //!        16   client_pid  the client's process id, written when its endpoint is made
 //!        20   server_pid  the server's process id, likewise
 //!        24   client_pidns the client's pid namespace (its inode, folded to 32 bits; 0 unknown)
 //!        28   server_pidns likewise: peer death is watched only within one pid namespace
-//!        32   client_cpu  the CPU the client last handed the turn over from (directed mode only)
+//!        32   client_cpu  the CPU the client last handed the turn over from (u32::MAX: not yet)
 //!        36   server_cpu  likewise for the server: a spin-policy hint, never trusted for more
 //!        64   state       the futex word (see `endpoint.rs`), on its own cache line
 //!        68   len         length of the message handed over with the turn
@@ -47,8 +46,6 @@ pub const MAX_CAPACITY: usize = 1 << 30;
 /// The role bits in the header's `roles` word.
 pub(crate) const CLIENT_ROLE: u32 = 1;
 pub(crate) const SERVER_ROLE: u32 = 2;
-/// The server sleeps in its intercepted call: a client must hold its listener to wake it.
-pub(crate) const SERVER_DIRECTED: u32 = 4;
 
 /// The window header. Every field is an atomic: the peer may write any of them at any time.
 #[repr(C)]
@@ -94,19 +91,19 @@ impl Header {
         }
     }
 
-    /// Where the endpoint of `role` writes the CPU it last handed the turn over from.
-    pub(crate) fn cpu_of(&self, role: Role) -> &AtomicU32 {
-        match role {
-            Role::Client => &self.client_cpu,
-            Role::Server => &self.server_cpu,
-        }
-    }
-
     /// Where the endpoint of `role` writes its process id, and its pid namespace.
     pub(crate) fn process_of(&self, role: Role) -> (&AtomicU32, &AtomicU32) {
         match role {
             Role::Client => (&self.client_pid, &self.client_pidns),
             Role::Server => (&self.server_pid, &self.server_pidns),
+        }
+    }
+
+    /// Where the endpoint of `role` writes the CPU it last handed the turn over from.
+    pub(crate) fn cpu_of(&self, role: Role) -> &AtomicU32 {
+        match role {
+            Role::Client => &self.client_cpu,
+            Role::Server => &self.server_cpu,
         }
     }
 }

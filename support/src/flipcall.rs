@@ -5,7 +5,6 @@
 //! Every round trip copies the payload in on the client, out and back in on the server, and out
 //! on the client, for both mechanisms alike, so they differ only in how the turn moves.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -20,9 +19,6 @@ pub const PAYLOADS: [usize; 4] = [0, 64, 4096, 64 * 1024];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
     FlipCall,
-    /// FlipCall with directed hand-offs (the server opts in): not in `ALL`, as it needs Linux
-    /// 6.6 and a thread allowed a seccomp filter (`flipcall::directed_wakeups_available`).
-    FlipCallDirected,
     FutexWakeWait,
 }
 
@@ -40,7 +36,6 @@ impl Mechanism {
     pub fn id(self) -> &'static str {
         match self {
             Mechanism::FlipCall => "flipcall",
-            Mechanism::FlipCallDirected => "flipcall_directed",
             Mechanism::FutexWakeWait => "futex_wake_wait",
         }
     }
@@ -92,8 +87,7 @@ impl Client {
         let _ = futexkit::capabilities();
         futexkit::spin::Spinner::new().spin_until(|| false);
         match mechanism {
-            Mechanism::FlipCall => start_flipcall(placement, false),
-            Mechanism::FlipCallDirected => start_flipcall(placement, true),
+            Mechanism::FlipCall => start_flipcall(placement),
             Mechanism::FutexWakeWait => start_futex(placement),
         }
     }
@@ -156,10 +150,10 @@ impl Drop for Client {
             Client::FlipCall {
                 endpoint, server, ..
             } => {
-                // Dropping the endpoint shuts the channel down and closes a directed client's
-                // listener, which alone ends a directed server's sleep: it goes before the join.
-                let placeholder = AnyEndpoint::InProcess(flipcall::pair(0).unwrap().0);
-                drop(std::mem::replace(endpoint, placeholder));
+                match endpoint {
+                    AnyEndpoint::InProcess(endpoint) => endpoint.shutdown_handle().shutdown(),
+                    AnyEndpoint::Shared(endpoint) => endpoint.shutdown_handle().shutdown(),
+                }
                 server
             }
             Client::Futex { region, server, .. } => {
@@ -236,65 +230,29 @@ pub fn serve_echo<S: Scope>(
     }
 }
 
-/// A FlipCall echo server in `placement`; with `directed`, the server thread opts in to
-/// directed hand-offs and the client takes its listener (across processes, copied out of the
-/// child with `pidfd_getfd`, after which the child closes its own copy).
-fn start_flipcall(placement: Placement, directed: bool) -> Client {
-    if directed {
-        let _ = futexkit::flipcall::directed_wakeups_available();
-    }
+fn start_flipcall(placement: Placement) -> Client {
     let mut server_buffer = vec![0u8; MAX_PAYLOAD];
     let (client, server) = match placement {
         Placement::Thread => {
-            let (mut client, mut server) = flipcall::pair(MAX_PAYLOAD).unwrap();
-            let (wakeups_tx, wakeups_rx) = std::sync::mpsc::channel();
+            let (client, mut server) = flipcall::pair(MAX_PAYLOAD).unwrap();
             let handle = std::thread::spawn(move || {
-                if directed {
-                    let wakeups = server
-                        .direct_wakeups()
-                        .expect("directed hand-offs available");
-                    wakeups_tx.send(wakeups).unwrap();
-                }
                 let _ = serve_echo(&mut server, &mut server_buffer, |_| {});
             });
-            if directed {
-                client
-                    .accept_directed_wakeups(wakeups_rx.recv().unwrap())
-                    .unwrap();
-            }
             (AnyEndpoint::InProcess(client), Server::Thread(Some(handle)))
         }
         Placement::Process => {
             let window = PacketWindow::new(MAX_PAYLOAD).unwrap();
-            let mut client = Endpoint::client(&window).unwrap();
-            let (fd_rx, fd_tx) = pipe();
-            let (ack_rx, ack_tx) = pipe();
+            let client = Endpoint::client(&window).unwrap();
             // The child makes its own endpoint: one moved into the closure would be dropped
             // (shutting the channel down) in the parent.
             let server = spawn_server(placement, move || {
                 if let Ok(mut server) = Endpoint::server(&window) {
-                    if directed {
-                        let listener = server.direct_wakeups().expect("available").into_fd();
-                        write_u32(&fd_tx, listener.as_raw_fd() as u32);
-                        // The parent has its copy once it answers: the client's is the only one.
-                        read_u32(&ack_rx);
-                        drop(listener);
-                    }
                     let _ = serve_echo(&mut server, &mut server_buffer, |_| {});
                     // A forked child leaves without destructors: the parent owns the channel.
                     std::mem::forget(server);
                 }
                 std::mem::forget(window);
             });
-            if directed {
-                let Server::Process(pid) = server else {
-                    unreachable!()
-                };
-                let listener = fd_of_child(pid, read_u32(&fd_rx) as i32);
-                let wakeups = futexkit::flipcall::DirectedWakeups::from_fd(listener).unwrap();
-                client.accept_directed_wakeups(wakeups).unwrap();
-                write_u32(&ack_tx, 1);
-            }
             (AnyEndpoint::Shared(client), server)
         }
     };
@@ -303,52 +261,6 @@ fn start_flipcall(placement: Placement, directed: bool) -> Client {
         *slot = server;
     }
     client
-}
-
-/// A pipe: (read end, write end).
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe writes two new descriptors into the array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
-    // SAFETY: both descriptors are new and ours.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-fn write_u32(fd: &OwnedFd, value: u32) {
-    let bytes = value.to_le_bytes();
-    // SAFETY: writes 4 bytes from a live array to an open pipe.
-    let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), 4) };
-    assert_eq!(n, 4, "write to pipe");
-}
-
-fn read_u32(fd: &OwnedFd) -> u32 {
-    let mut bytes = [0u8; 4];
-    // SAFETY: reads at most 4 bytes into a live array from an open pipe.
-    let n = unsafe { libc::read(fd.as_raw_fd(), bytes.as_mut_ptr().cast(), 4) };
-    assert_eq!(n, 4, "read from pipe");
-    u32::from_le_bytes(bytes)
-}
-
-/// A copy of descriptor `fd` of our child `pid` (`pidfd_getfd`, Linux 5.6): how a directed
-/// server's listener reaches the parent from a forked server process.
-pub fn fd_of_child(pid: libc::pid_t, fd: i32) -> OwnedFd {
-    // SAFETY: pidfd_open and pidfd_getfd take integers and return new descriptors, or -1.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
-        assert!(
-            pidfd >= 0,
-            "pidfd_open: {}",
-            std::io::Error::last_os_error()
-        );
-        let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
-        let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
-        assert!(
-            copy >= 0,
-            "pidfd_getfd: {}",
-            std::io::Error::last_os_error()
-        );
-        OwnedFd::from_raw_fd(copy as i32)
-    }
 }
 
 // ---- the baseline: a turn word and the data in one MAP_SHARED anonymous mapping ----

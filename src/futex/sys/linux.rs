@@ -36,22 +36,6 @@ pub(crate) fn current_cpu() -> u32 {
     u32::try_from(cpu).unwrap_or(u32::MAX)
 }
 
-/// A number that names the calling thread among this process's live threads, without a system
-/// call after the thread's first: its kernel thread id, cached. (In the child of a `fork` the
-/// forking thread's copy keeps its parent's number: not a kernel id to hand to a futex, which
-/// is what [`current_tid`] is for.)
-pub(crate) fn thread_key() -> u32 {
-    std::thread_local! {
-        static KEY: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-    }
-    KEY.with(|key| {
-        if key.get() == 0 {
-            key.set(super::thread::gettid());
-        }
-        key.get()
-    })
-}
-
 // futex2 syscall numbers are the same in every architecture's table since the tables were
 // unified (docs/kernel.md); libc does not name all of them on every target.
 const SYS_FUTEX_WAITV: libc::c_long = 449;

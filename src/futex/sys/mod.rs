@@ -7,8 +7,6 @@
 //! | `thread.rs`  | the calling thread and the system: its kernel id, usable CPUs, preemptions, runnable threads, clocks, kernel release, rseq |
 //! | `memory.rs`  | shared memory: memfds, seals, shared mappings, inheritable descriptors |
 //! | `process.rs` | processes: this one's id and pid namespace, watching a peer's exit, the child of a `fork` |
-//! | `notify.rs`  | seccomp user notifications as a directed wake-up: the filter, the intercepted call, the listener's `poll`, `RECV`, `SEND` and flags |
-//! | `notify_model.rs` | the same items under a model checker, emulated |
 //!
 //! ## The model-checker seam
 //!
@@ -22,9 +20,7 @@
 //! are the real ones in both builds, as they take no part in any protocol a model checks, with
 //! one exception: a checker's atomics are objects of their own, not words that could overlay
 //! shared memory, so under one `memory::map_shared` refuses (FlipCall then has only in-process
-//! windows). The seccomp user notifications of `notify.rs` do take part in a protocol (FlipCall's
-//! directed hand-off), so, like the futex calls, they are emulated under a checker
-//! (`notify_model.rs`).
+//! windows).
 
 #[cfg(not(model))]
 #[path = "linux.rs"]
@@ -34,12 +30,6 @@ mod backend;
 mod backend;
 
 pub(crate) mod memory;
-#[cfg(not(model))]
-#[path = "notify.rs"]
-pub(crate) mod notify;
-#[cfg(model)]
-#[path = "notify_model.rs"]
-pub(crate) mod notify;
 pub(crate) mod process;
 pub(crate) mod thread;
 

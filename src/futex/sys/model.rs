@@ -92,14 +92,10 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
-/// CPU 0 for every model thread: a model's executions must not depend on where its threads
-/// really run.
+/// Every model thread on a CPU of its own, numbered as its thread id: a model's executions
+/// must not depend on where its threads really run, and a spin (one look under a model) is
+/// then never skipped for a partner on the waiter's CPU.
 pub(crate) fn current_cpu() -> u32 {
-    0
-}
-
-/// As `linux.rs`'s: the model thread's id ([`current_tid`]).
-pub(crate) fn thread_key() -> u32 {
     current_tid()
 }
 
