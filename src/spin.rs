@@ -569,12 +569,37 @@ fn every_runnable_thread_had_a_cpu_lately() -> bool {
     answer
 }
 
-/// Whether a hand-off's waiter should spin for a partner that last handed the turn over from
-/// `partner_cpu`: not when that is the waiter's own CPU. The partner, woken onto this CPU or
-/// preempted there, then waits for the CPU that the spin would keep from it. A hint from
-/// shared memory: any value only decides whether to spin.
-pub(crate) fn partner_may_be_running(partner_cpu: u32) -> bool {
-    partner_cpu != crate::futex::sys::current_cpu()
+/// What [`record_hand_over_cpu`] returns, and a CPU word holds, where no CPU is known.
+pub(crate) const NO_CPU: u32 = u32::MAX;
+
+/// Records in `word` the CPU this thread hands a turn over from, for the partner's
+/// [`partner_may_be_running`], and returns it. The word is written only when it changes: the
+/// partner reads it at every wait, and a line written at every hand-over would move between
+/// the CPUs with the turn. Under a model checker it returns [`NO_CPU`] and leaves the word
+/// alone: a model's executions must not depend on where its threads really run.
+pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
+    use crate::atomic::Ordering::Relaxed;
+    if MODEL_CHECKED {
+        return NO_CPU;
+    }
+    let cpu = crate::futex::sys::current_cpu();
+    if word.load(Relaxed) != cpu {
+        word.store(cpu, Relaxed);
+    }
+    cpu
+}
+
+/// Whether a hand-off's waiter, which last handed the turn over from `my_cpu`, should spin
+/// for a partner that last handed it over from `partner_cpu`: not when both are the same CPU.
+/// The partner, woken onto that CPU or preempted there, then waits for the very CPU the spin
+/// would keep. Either CPU unknown ([`NO_CPU`]): spin as ever. `partner_cpu` comes from shared
+/// memory a peer process may write: any value only decides whether to spin.
+pub(crate) fn partner_may_be_running(partner_cpu: u32, my_cpu: u32) -> bool {
+    let may = partner_cpu == NO_CPU || my_cpu == NO_CPU || partner_cpu != my_cpu;
+    if !may {
+        count(Tally::HandOffSkipped);
+    }
+    may
 }
 
 /// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
@@ -989,6 +1014,25 @@ pub fn wait_on_owner<S: Scope>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hand_off_waiter_skips_its_spin_only_for_a_partner_on_its_own_known_cpu() {
+        assert!(!partner_may_be_running(3, 3));
+        assert!(partner_may_be_running(3, 4));
+        // An unknown CPU on either side (none recorded yet, or sched_getcpu failed): spin.
+        assert!(partner_may_be_running(NO_CPU, 3));
+        assert!(partner_may_be_running(3, NO_CPU));
+        assert!(partner_may_be_running(NO_CPU, NO_CPU));
+    }
+
+    #[test]
+    #[cfg(not(model))]
+    fn a_hand_over_records_the_cpu_it_runs_on() {
+        let word = crate::atomic::AtomicU32::new(NO_CPU);
+        let cpu = record_hand_over_cpu(&word);
+        assert_eq!(word.load(Ordering::Relaxed), cpu);
+        assert_ne!(cpu, NO_CPU, "sched_getcpu failed");
+    }
 
     #[test]
     fn a_spin_wait_is_bounded_and_backs_off() {

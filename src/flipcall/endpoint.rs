@@ -17,13 +17,17 @@
 //!   compare-exchange with Release moves the turn to the peer and clears `SLEEPING`; if it was
 //!   set, the holder wakes the peer: with kernel `FUTEX_SWAP` (where probed) the wake and its own
 //!   sleep are one call, otherwise a wake, a learned spin ([`crate::spin`]) and a sleep, which is
-//!   the emulated swap. While both sides run, a round trip makes no syscall.
+//!   the emulated swap. While both sides run, a round trip makes no futex call (each side asks
+//!   for its CPU once, `sched_getcpu`, which glibc answers from rseq or the vDSO where the
+//!   kernel has them).
 //! * Waiting: spin while the peer is likely to answer soon, then set `SLEEPING` with a
 //!   compare-exchange and futex-wait on that exact value (the steps below). Acquire on the load
 //!   that sees the turn come back makes the peer's data visible. Each side writes the CPU it
 //!   hands over from into the header (`cpu_of`), and a waiter does not spin when the peer last
 //!   handed over from the waiter's own CPU (`spin::partner_may_be_running`): a peer woken or
-//!   preempted there waits for the CPU the spin would keep.
+//!   preempted there waits for the CPU the spin would keep. A sleep after such a skipped spin
+//!   teaches the spinner nothing. The many-channel `Server` waits for whichever client calls
+//!   and spins without this rule.
 //! * Only the holder changes the turn; the waiter only adds `SLEEPING`; anyone adds `SHUTDOWN`
 //!   (with `fetch_or`, then a wake of all). So a waiter that finds the turn moved elsewhere, or a
 //!   holder that finds it gone, is looking at a lying peer: [`Violation`].
@@ -216,6 +220,8 @@ pub struct Endpoint<S: Scope = Private> {
     role: Role,
     phase: Phase,
     spinner: Spinner,
+    /// The CPU of this side's last hand-over (`spin::NO_CPU` before the first).
+    hand_over_cpu: u32,
     peer: super::peer::PeerWatch,
     scope: PhantomData<fn() -> S>,
 }
@@ -338,6 +344,7 @@ impl<S: Scope> Endpoint<S> {
             role,
             phase: Phase::Start,
             spinner: Spinner::new(),
+            hand_over_cpu: crate::spin::NO_CPU,
             peer,
             scope: PhantomData,
         })
@@ -613,13 +620,8 @@ impl<S: Scope> Endpoint<S> {
     fn hand_over(&mut self, from: u32) -> Result<bool, Error> {
         let state = &self.region.header().state;
         let to = self.role.peer_turn();
-        // Written only when it changes: the peer reads it at every wait, and a line written at
-        // every hand-over would move between the CPUs with the turn.
-        let cpu = crate::futex::sys::current_cpu();
-        let recorded = self.region.header().cpu_of(self.role);
-        if recorded.load(Ordering::Relaxed) != cpu {
-            recorded.store(cpu, Ordering::Relaxed);
-        }
+        self.hand_over_cpu =
+            crate::spin::record_hand_over_cpu(self.region.header().cpu_of(self.role));
         let mut current = state.load(Ordering::Relaxed);
         for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
             // Holding the turn, SHUTDOWN wins: nothing more may be handed over.
@@ -686,7 +688,11 @@ impl<S: Scope> Endpoint<S> {
             return Err(Error::PeerDied);
         }
         let peer_cpu = self.region.header().cpu_of(self.role.peer());
-        if crate::spin::partner_may_be_running(peer_cpu.load(Ordering::Relaxed)) {
+        let spun = crate::spin::partner_may_be_running(
+            peer_cpu.load(Ordering::Relaxed),
+            self.hand_over_cpu,
+        );
+        if spun {
             self.spinner
                 .spin_until_before(deadline, || !self.peer_holds_turn());
         }
@@ -696,7 +702,8 @@ impl<S: Scope> Endpoint<S> {
         loop {
             let seen = match self.look()? {
                 Look::Taken(len) => {
-                    if let Some(start) = slept_since {
+                    // A sleep teaches the spinner only what a spin before it could have caught.
+                    if let Some(start) = slept_since.filter(|_| spun) {
                         self.spinner.record_sleep(start.elapsed());
                     }
                     return Ok(len);

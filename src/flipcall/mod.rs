@@ -5,8 +5,9 @@
 //! data area) and two [`Endpoint`]s, a client and a server. The side holding the turn owns the
 //! data area; [`Endpoint::send_recv`] hands the first `len` bytes over with the turn and sleeps
 //! until the turn comes back with the reply. Hand-offs go through [`crate::swap`]'s idea: kernel
-//! `FUTEX_SWAP` where probed, otherwise wake, learned spin, sleep; and no syscall at all while
-//! both sides are running. Unlike gVisor's flipcall, waits can time out, either side or any
+//! `FUTEX_SWAP` where probed, otherwise wake, learned spin, sleep; and no futex call at all
+//! while both sides are running. A waiter whose peer last handed the turn over from the
+//! waiter's own CPU does not spin: the peer waits for that CPU. Unlike gVisor's flipcall, waits can time out, either side or any
 //! thread can shut the channel down ([`ShutdownHandle`]), and a peer process that dies (even by
 //! SIGKILL) is reported as [`Error::PeerDied`] within [`PEER_CHECK_INTERVAL`].
 //!
@@ -58,6 +59,8 @@
 //! * garbage payloads: any bytes, including bytes that change while they are copied out (each
 //!   byte copied is one the area held at some moment). Validate a message after copying it out,
 //!   as with bytes from a socket.
+//! * a slower channel: the CPU the peer says it last handed over from (a header word) only
+//!   decides whether this side spins before it sleeps.
 //!
 //! What it cannot do:
 //!

@@ -1,10 +1,10 @@
 //! Packet windows: the header FlipCall's protocol runs on, followed by the data area.
 //!
-//! ## Layout (little-endian `u32`s; version 1)
+//! ## Layout (little-endian `u32`s; version 2)
 //!
 //! ```text
 //! offset 0    magic       "FKfc"
-//!        4    version     1
+//!        4    version     2 (1 before the CPU words: its windows are refused)
 //!        8    capacity    data bytes the creator asked for
 //!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists
 //!        16   client_pid  the client's process id, written when its endpoint is made
@@ -36,7 +36,7 @@ use crate::atomic::AtomicU32;
 use crate::atomic::Ordering;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"FKfc");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bytes before the data area.
 pub(crate) const HEADER_SIZE: usize = 128;
 /// The largest data capacity a window may have (1 GiB): a bound on what a peer's header or file
@@ -65,6 +65,15 @@ pub(crate) struct Header {
     pub(crate) len: AtomicU32,
     _reserved_line: [AtomicU32; 14],
 }
+
+// The offsets of the layout above.
+#[cfg(not(model))]
+const _: () = {
+    assert!(core::mem::offset_of!(Header, client_cpu) == 32);
+    assert!(core::mem::offset_of!(Header, server_cpu) == 36);
+    assert!(core::mem::offset_of!(Header, state) == 64);
+    assert!(core::mem::offset_of!(Header, len) == 68);
+};
 
 // The header is HEADER_SIZE / 4 words with no padding: 128 bytes of `u32`s, the layout a peer
 // maps (the atomics are plain words in memory; a model checker's are larger, and map nothing).

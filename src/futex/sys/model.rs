@@ -92,11 +92,10 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
-/// Every model thread on a CPU of its own, numbered as its thread id: a model's executions
-/// must not depend on where its threads really run, and a spin (one look under a model) is
-/// then never skipped for a partner on the waiter's CPU.
+/// No CPU (what a failed `sched_getcpu` gives): a model's executions must not depend on where
+/// its threads really run (`spin::record_hand_over_cpu` does not ask under a model).
 pub(crate) fn current_cpu() -> u32 {
-    current_tid()
+    u32::MAX
 }
 
 /// No model thread has a robust list head of the C library's: the robust list code registers
