@@ -590,16 +590,25 @@ pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
 }
 
 /// Whether a hand-off's waiter, which last handed the turn over from `my_cpu`, should spin
-/// for a partner that last handed it over from `partner_cpu`: not when both are the same CPU.
-/// The partner, woken onto that CPU or preempted there, then waits for the very CPU the spin
-/// would keep. Either CPU unknown ([`NO_CPU`]): spin as ever. `partner_cpu` comes from shared
-/// memory a peer process may write: any value only decides whether to spin.
-pub(crate) fn partner_may_be_running(partner_cpu: u32, my_cpu: u32) -> bool {
-    let may = partner_cpu == NO_CPU || my_cpu == NO_CPU || partner_cpu != my_cpu;
-    if !may {
-        count(Tally::HandOffSkipped);
+/// for a partner that last handed it over from the CPU in `partner_cpu` (its
+/// [`record_hand_over_cpu`] word): not when both are the same CPU. The partner, woken onto
+/// that CPU or preempted there, then waits for the very CPU the spin would keep. Either CPU
+/// unknown ([`NO_CPU`], which is also what a model checker's waiter has, so the word is not
+/// read there): spin as ever. The word may be in memory a peer process writes: any value only
+/// decides whether to spin.
+pub(crate) fn partner_may_be_running(partner_cpu: &crate::atomic::AtomicU32, my_cpu: u32) -> bool {
+    if my_cpu == NO_CPU
+        || !on_one_known_cpu(partner_cpu.load(crate::atomic::Ordering::Relaxed), my_cpu)
+    {
+        return true;
     }
-    may
+    count(Tally::HandOffSkipped);
+    false
+}
+
+/// Whether two recorded CPUs are the same known one.
+fn on_one_known_cpu(a: u32, b: u32) -> bool {
+    a == b && a != NO_CPU
 }
 
 /// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
@@ -1017,12 +1026,12 @@ mod tests {
 
     #[test]
     fn a_hand_off_waiter_skips_its_spin_only_for_a_partner_on_its_own_known_cpu() {
-        assert!(!partner_may_be_running(3, 3));
-        assert!(partner_may_be_running(3, 4));
+        assert!(on_one_known_cpu(3, 3));
+        assert!(!on_one_known_cpu(3, 4));
         // An unknown CPU on either side (none recorded yet, or sched_getcpu failed): spin.
-        assert!(partner_may_be_running(NO_CPU, 3));
-        assert!(partner_may_be_running(3, NO_CPU));
-        assert!(partner_may_be_running(NO_CPU, NO_CPU));
+        assert!(!on_one_known_cpu(NO_CPU, 3));
+        assert!(!on_one_known_cpu(3, NO_CPU));
+        assert!(!on_one_known_cpu(NO_CPU, NO_CPU));
     }
 
     #[test]

@@ -688,10 +688,7 @@ impl<S: Scope> Endpoint<S> {
             return Err(Error::PeerDied);
         }
         let peer_cpu = self.region.header().cpu_of(self.role.peer());
-        let spun = crate::spin::partner_may_be_running(
-            peer_cpu.load(Ordering::Relaxed),
-            self.hand_over_cpu,
-        );
+        let spun = crate::spin::partner_may_be_running(peer_cpu, self.hand_over_cpu);
         if spun {
             self.spinner
                 .spin_until_before(deadline, || !self.peer_holds_turn());
