@@ -23,6 +23,7 @@ fn every_wait_that_reaches_the_policy_is_counted() {
     a_wait_after_a_notify_that_woke_a_sleeper_sleeps_at_once();
     a_condvar_ping_pong_counts_its_waits();
     a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped();
+    a_flipcall_waiter_does_not_spin_for_a_peer_that_handed_over_from_its_cpu();
 }
 
 fn a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped() {
@@ -184,6 +185,61 @@ fn a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped() {
     .unwrap();
     let after = decisions().hand_off;
     assert!(after.lost + after.skipped > before.lost + before.skipped);
+}
+
+fn a_flipcall_waiter_does_not_spin_for_a_peer_that_handed_over_from_its_cpu() {
+    if futexkit::capabilities().usable_cpus() < 2 {
+        return; // nothing spins with one CPU
+    }
+    // Both sides pinned to one CPU: every hand-over is made from the waiter's own CPU, so after
+    // the first round trip no wait of either side spins (each is counted as skipped), where
+    // without the rule a spin would run out its budget while the peer waits for the CPU.
+    let cpu = first_usable_cpu();
+    let (before, after) = std::thread::spawn(move || {
+        pin_to(cpu);
+        let (mut client, mut server) = futexkit::flipcall::pair(8).unwrap();
+        let server = std::thread::spawn(move || {
+            pin_to(cpu);
+            server.recv_first().unwrap();
+            while server.send_recv(0).is_ok() {}
+        });
+        client.connect().unwrap();
+        client.send_recv(0).unwrap();
+        let before = decisions().hand_off;
+        for _ in 0..2000 {
+            client.send_recv(0).unwrap();
+        }
+        let after = decisions().hand_off;
+        drop(client);
+        server.join().unwrap();
+        (before, after)
+    })
+    .join()
+    .unwrap();
+    // The client's own counts are all in (`decisions` flushes the calling thread's); the
+    // server's come in batches, so they can only add to both figures.
+    assert!(
+        after.skipped - before.skipped >= 2000,
+        "{before:?} -> {after:?}"
+    );
+    let spins = |o: Outcomes| o.won + o.lost;
+    assert!(
+        spins(after) - spins(before) < 100,
+        "{before:?} -> {after:?}"
+    );
+}
+
+fn first_usable_cpu() -> usize {
+    let set = rustix::thread::sched_getaffinity(None).unwrap();
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .find(|&cpu| set.is_set(cpu))
+        .unwrap()
+}
+
+fn pin_to(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).unwrap();
 }
 
 #[test]

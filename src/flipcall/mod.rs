@@ -7,9 +7,10 @@
 //! until the turn comes back with the reply. Hand-offs go through [`crate::swap`]'s idea: kernel
 //! `FUTEX_SWAP` where probed, otherwise wake, learned spin, sleep; and no futex call at all
 //! while both sides are running. A waiter whose peer last handed the turn over from the
-//! waiter's own CPU does not spin: the peer waits for that CPU. Unlike gVisor's flipcall, waits can time out, either side or any
-//! thread can shut the channel down ([`ShutdownHandle`]), and a peer process that dies (even by
-//! SIGKILL) is reported as [`Error::PeerDied`] within [`PEER_CHECK_INTERVAL`].
+//! waiter's own CPU does not spin: the peer waits for that CPU. Unlike gVisor's flipcall, waits
+//! can time out, either side or any thread can shut the channel down ([`ShutdownHandle`]), and
+//! a peer process that dies (even by SIGKILL) is reported as [`Error::PeerDied`] within
+//! [`PEER_CHECK_INTERVAL`].
 //!
 //! * In one process: [`pair`].
 //! * Across processes: [`PacketWindow::new`] in one, pass [`PacketWindow::fd`] to the other

@@ -4,14 +4,14 @@
 //!
 //! ```text
 //! offset 0    magic       "FKfc"
-//!        4    version     2 (1 before the CPU words: its windows are refused)
+//!        4    version     2 (a window of any other version is refused)
 //!        8    capacity    data bytes the creator asked for
 //!        12   roles       bit 0: a client endpoint exists, bit 1: a server endpoint exists
 //!        16   client_pid  the client's process id, written when its endpoint is made
 //!        20   server_pid  the server's process id, likewise
 //!        24   client_pidns the client's pid namespace (its inode, folded to 32 bits; 0 unknown)
 //!        28   server_pidns likewise: peer death is watched only within one pid namespace
-//!        32   client_cpu  the CPU the client last handed the turn over from (u32::MAX: not yet)
+//!        32   client_cpu  the CPU the client last handed the turn over from (u32::MAX: unknown)
 //!        36   server_cpu  likewise for the server: a spin-policy hint, never trusted for more
 //!        64   state       the futex word (see `endpoint.rs`), on its own cache line
 //!        68   len         length of the message handed over with the turn
@@ -91,8 +91,8 @@ impl Header {
             server_pid: AtomicU32::new(0),
             client_pidns: AtomicU32::new(0),
             server_pidns: AtomicU32::new(0),
-            client_cpu: AtomicU32::new(u32::MAX),
-            server_cpu: AtomicU32::new(u32::MAX),
+            client_cpu: AtomicU32::new(crate::spin::NO_CPU),
+            server_cpu: AtomicU32::new(crate::spin::NO_CPU),
             _reserved: core::array::from_fn(|_| AtomicU32::new(0)),
             state: AtomicU32::new(0),
             len: AtomicU32::new(0),
