@@ -582,7 +582,7 @@ pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
     if MODEL_CHECKED {
         return NO_CPU;
     }
-    let cpu = crate::futex::sys::current_cpu();
+    let cpu = crate::futex::sys::thread::current_cpu();
     if word.load(Relaxed) != cpu {
         word.store(cpu, Relaxed);
     }

@@ -194,12 +194,12 @@ fn a_flipcall_waiter_does_not_spin_for_a_peer_that_handed_over_from_its_cpu() {
     // Both sides pinned to one CPU: every hand-over is made from the waiter's own CPU, so after
     // the first round trip no wait of either side spins (each is counted as skipped), where
     // without the rule a spin would run out its budget while the peer waits for the CPU.
-    let cpu = first_usable_cpu();
+    let cpu = futexkit_support::pingpong::first_usable_cpu();
     let (before, after) = std::thread::spawn(move || {
-        pin_to(cpu);
+        futexkit_support::pingpong::pin_to(cpu);
         let (mut client, mut server) = futexkit::flipcall::pair(8).unwrap();
         let server = std::thread::spawn(move || {
-            pin_to(cpu);
+            futexkit_support::pingpong::pin_to(cpu);
             server.recv_first().unwrap();
             while server.send_recv(0).is_ok() {}
         });
@@ -227,19 +227,6 @@ fn a_flipcall_waiter_does_not_spin_for_a_peer_that_handed_over_from_its_cpu() {
         spins(after) - spins(before) < 100,
         "{before:?} -> {after:?}"
     );
-}
-
-fn first_usable_cpu() -> usize {
-    let set = rustix::thread::sched_getaffinity(None).unwrap();
-    (0..rustix::thread::CpuSet::MAX_CPU)
-        .find(|&cpu| set.is_set(cpu))
-        .unwrap()
-}
-
-fn pin_to(cpu: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).unwrap();
 }
 
 #[test]

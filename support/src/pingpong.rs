@@ -126,7 +126,7 @@ impl Mechanism {
 pub fn measure(mechanism: Mechanism, round_trips: u64) -> Duration {
     let turns = mechanism.build();
     let pin = mechanism == Mechanism::FutexWakeWaitOneCpu;
-    let cpu = if pin { Some(current_cpu()) } else { None };
+    let cpu = if pin { Some(first_usable_cpu()) } else { None };
     let partner = {
         let turns = Arc::clone(&turns);
         std::thread::spawn(move || {
@@ -160,14 +160,16 @@ pub fn measure(mechanism: Mechanism, round_trips: u64) -> Duration {
     elapsed
 }
 
-fn current_cpu() -> usize {
+/// The first CPU this thread may run on.
+pub fn first_usable_cpu() -> usize {
     let set = rustix::thread::sched_getaffinity(None).unwrap();
     (0..rustix::thread::CpuSet::MAX_CPU)
         .find(|&cpu| set.is_set(cpu))
         .unwrap_or(0)
 }
 
-fn pin_to(cpu: usize) {
+/// Pins this thread to `cpu` (best effort: an affinity the system refuses is left as it was).
+pub fn pin_to(cpu: usize) {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     let _ = rustix::thread::sched_setaffinity(None, &set);

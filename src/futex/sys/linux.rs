@@ -28,14 +28,6 @@ pub(crate) fn current_tid() -> u32 {
     super::thread::gettid()
 }
 
-/// The CPU the calling thread runs on now (by the time the caller looks, maybe another); the
-/// C library reads it without a system call where the kernel offers rseq or a vDSO.
-pub(crate) fn current_cpu() -> u32 {
-    // SAFETY: sched_getcpu takes no arguments and reads only this thread's state.
-    let cpu = unsafe { libc::sched_getcpu() };
-    u32::try_from(cpu).unwrap_or(u32::MAX)
-}
-
 // futex2 syscall numbers are the same in every architecture's table since the tables were
 // unified (docs/kernel.md); libc does not name all of them on every target.
 const SYS_FUTEX_WAITV: libc::c_long = 449;

@@ -92,12 +92,6 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
-/// No CPU (what a failed `sched_getcpu` gives): a model's executions must not depend on where
-/// its threads really run (`spin::record_hand_over_cpu` does not ask under a model).
-pub(crate) fn current_cpu() -> u32 {
-    u32::MAX
-}
-
 /// No model thread has a robust list head of the C library's: the robust list code registers
 /// its own, which [`set_robust_list`] accepts. No model thread dies at an arbitrary
 /// instruction, so the kernel's walk of the list is not modelled.

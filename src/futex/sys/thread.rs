@@ -28,6 +28,15 @@ pub(crate) fn clock_now(clock: libc::clockid_t) -> libc::timespec {
     }
 }
 
+/// The CPU the calling thread runs on now (by the time the caller looks, maybe another), or
+/// `u32::MAX` if the C library cannot tell; it reads it without a system call where the kernel
+/// offers rseq or a vDSO.
+pub(crate) fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes no arguments and reads only this thread's state.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).unwrap_or(u32::MAX)
+}
+
 /// How many CPUs this process may run on (its affinity mask), at least 1.
 pub(crate) fn usable_cpus() -> usize {
     match rustix::thread::sched_getaffinity(None) {
