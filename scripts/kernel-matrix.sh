@@ -297,8 +297,8 @@ boot() {
     local append="console=ttyS0 quiet panic=-1"
     [[ -z $expect ]] || append+=" km_expect=${expect// /,}"
     [[ -z $enable ]] || append+=" km_enable=$enable"
-    # 2G: the initramfs of debug test binaries unpacks to about 450 MB, beside its compressed
-    # copy and the kernel; at 1G the kernel fails to unpack it ("write error").
+    # 2G: the initramfs of debug test binaries unpacks beside its compressed copy and the
+    # kernel, and with too little memory the kernel fails to unpack it ("write error").
     timeout "$GUEST_TIMEOUT" qemu-system-x86_64 "${QEMU_ACCEL[@]}" -smp 2 -m 2G -nographic \
         -no-reboot -kernel "$kernel" -initrd "$CACHE/initramfs.cpio.gz" -append "$append" \
         </dev/null 2>&1 | strip_terminal >"$log" || true
