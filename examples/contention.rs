@@ -1,5 +1,5 @@
-//! Contended-counter throughput and worst-case wait: futexkit's Mutex vs std's vs
-//! parking_lot's, interleaved in one run. `cargo run --release --example contention
+//! Contended-counter throughput, worst-case wait and the median thread's share: futexkit's
+//! Mutex vs std's vs parking_lot's vs glibc's `pthread_mutex_t`, interleaved in one run. `cargo run --release --example contention
 //! [-- --quick] [-- --oversubscribed] [-- --threads 4,8]`.
 
 use futexkit_support::contention;
@@ -38,12 +38,12 @@ fn main() {
     for section in [Section::Short, Section::Long] {
         println!("\n{} critical section", section.name());
         println!(
-            "| threads | {:>10} | {:>10} | {:>11} | futexkit / best | max wait fk / std / pl |",
-            "futexkit", "std", "parking_lot"
+            "| threads | {:>10} | {:>10} | {:>11} | {:>10} | futexkit / best | max wait fk / std / pl / glibc | median thread / average fk / std / pl / glibc |",
+            "futexkit", "std", "parking_lot", "glibc"
         );
-        println!("|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
         for &threads in &thread_counts {
-            let mut runs: Vec<Vec<Throughput>> = vec![Vec::new(); 3];
+            let mut runs: Vec<Vec<Throughput>> = vec![Vec::new(); Impl::ALL.len()];
             for _ in 0..rounds {
                 for (i, which) in Impl::ALL.into_iter().enumerate() {
                     runs[i].push(timed(which, threads, section, duration));
@@ -56,16 +56,18 @@ fn main() {
                     r[r.len() / 2]
                 })
                 .collect();
-            let best_other = med[1].mops.max(med[2].mops);
+            let best_other = med[1..].iter().map(|t| t.mops).fold(0.0, f64::max);
+            let waits: Vec<String> = med.iter().map(|t| fmt(t.max_wait)).collect();
+            let shares: Vec<String> = med.iter().map(|t| format!("{:.2}", t.median_share)).collect();
             println!(
-                "| {threads:>7} | {:>10.2} | {:>10.2} | {:>11.2} | {:>15.2} | {} / {} / {} |",
+                "| {threads:>7} | {:>10.2} | {:>10.2} | {:>11.2} | {:>10.2} | {:>15.2} | {} | {} |",
                 med[0].mops,
                 med[1].mops,
                 med[2].mops,
+                med[3].mops,
                 med[0].mops / best_other,
-                fmt(med[0].max_wait),
-                fmt(med[1].max_wait),
-                fmt(med[2].max_wait),
+                waits.join(" / "),
+                shares.join(" / "),
             );
         }
     }

@@ -1,27 +1,92 @@
 //! Contended-counter workloads shared by `benches/mutex.rs` and `examples/contention.rs`:
-//! futexkit's Mutex, std's and parking_lot's in the same run.
+//! futexkit's Mutex, std's, parking_lot's and glibc's `pthread_mutex_t` in the same run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-/// The three mutexes compared.
+/// The mutexes compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Impl {
     Futexkit,
     Std,
     ParkingLot,
+    /// glibc's default `pthread_mutex_t` (no spin: a waiter sleeps at once).
+    Glibc,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 3] = [Impl::Futexkit, Impl::Std, Impl::ParkingLot];
+    pub const ALL: [Impl; 4] = [Impl::Futexkit, Impl::Std, Impl::ParkingLot, Impl::Glibc];
 
     pub fn name(self) -> &'static str {
         match self {
             Impl::Futexkit => "futexkit",
             Impl::Std => "std",
             Impl::ParkingLot => "parking_lot",
+            Impl::Glibc => "glibc",
         }
+    }
+}
+
+/// glibc's default mutex around a value, with just what the workloads need.
+pub struct GlibcMutex<T> {
+    mutex: std::cell::UnsafeCell<libc::pthread_mutex_t>,
+    value: std::cell::UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a guard, which holds the pthread mutex.
+unsafe impl<T: Send> Sync for GlibcMutex<T> {}
+// SAFETY: a default pthread mutex that nothing holds may move between threads (and does not
+// move while held: a guard borrows it).
+unsafe impl<T: Send> Send for GlibcMutex<T> {}
+
+impl<T> GlibcMutex<T> {
+    pub fn new(value: T) -> GlibcMutex<T> {
+        GlibcMutex {
+            mutex: std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER),
+            value: std::cell::UnsafeCell::new(value),
+        }
+    }
+
+    pub fn lock(&self) -> GlibcGuard<'_, T> {
+        // SAFETY: an initialized mutex this thread does not hold (the guard is not reentrant).
+        let rc = unsafe { libc::pthread_mutex_lock(self.mutex.get()) };
+        assert_eq!(rc, 0);
+        GlibcGuard { lock: self }
+    }
+}
+
+impl<T> Drop for GlibcMutex<T> {
+    fn drop(&mut self) {
+        // SAFETY: nothing holds it (a guard would borrow self).
+        unsafe { libc::pthread_mutex_destroy(self.mutex.get()) };
+    }
+}
+
+/// Holds a [`GlibcMutex`].
+pub struct GlibcGuard<'a, T> {
+    lock: &'a GlibcMutex<T>,
+}
+
+impl<T> std::ops::Deref for GlibcGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the mutex.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for GlibcGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard holds the mutex, and borrows itself mutably.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for GlibcGuard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: this thread locked it in `lock`.
+        unsafe { libc::pthread_mutex_unlock(self.lock.mutex.get()) };
     }
 }
 
@@ -92,6 +157,9 @@ fn lock_std(m: &std::sync::Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
 fn lock_parking_lot(m: &parking_lot::Mutex<u64>) -> parking_lot::MutexGuard<'_, u64> {
     m.lock()
 }
+fn lock_glibc(m: &GlibcMutex<u64>) -> GlibcGuard<'_, u64> {
+    m.lock()
+}
 
 #[inline(always)]
 fn work(value: &mut u64, section: Section) {
@@ -138,11 +206,22 @@ impl Counter for parking_lot::Mutex<u64> {
     }
 }
 
+impl Counter for GlibcMutex<u64> {
+    hand_off_methods!(lock_glibc);
+    fn add(&self, section: Section) {
+        work(&mut self.lock(), section);
+    }
+    fn value(&self) -> u64 {
+        *self.lock()
+    }
+}
+
 fn counter(which: Impl) -> Arc<dyn Counter> {
     match which {
         Impl::Futexkit => Arc::new(futexkit::Mutex::new(0u64)),
         Impl::Std => Arc::new(std::sync::Mutex::new(0u64)),
         Impl::ParkingLot => Arc::new(parking_lot::Mutex::new(0u64)),
+        Impl::Glibc => Arc::new(GlibcMutex::new(0u64)),
     }
 }
 
@@ -178,16 +257,21 @@ pub struct Throughput {
     pub mops: f64,
     /// The longest single `lock()` any thread waited (measured in a second, timed pass).
     pub max_wait: Duration,
+    /// The median thread's count of increments over the average thread's (1 = even; near 0:
+    /// most threads starve while a few take the lock).
+    pub median_share: f64,
 }
 
 /// `threads` threads add for `duration`; then a second pass of the same length times every
 /// acquisition (which slows all three implementations alike) for the worst-case wait.
 pub fn timed(which: Impl, threads: usize, section: Section, duration: Duration) -> Throughput {
-    let ops = run_for(which, threads, section, duration, false).0;
+    let (ops, _, median) = run_for(which, threads, section, duration, false);
     let max_wait = run_for(which, threads, section, duration, true).1;
+    let average = ops as f64 / threads as f64;
     Throughput {
         mops: ops as f64 / duration.as_secs_f64() / 1e6,
         max_wait,
+        median_share: if average > 0.0 { median as f64 / average } else { 0.0 },
     }
 }
 
@@ -197,7 +281,7 @@ fn run_for(
     section: Section,
     duration: Duration,
     time_each: bool,
-) -> (u64, Duration) {
+) -> (u64, Duration, u64) {
     let c = counter(which);
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
@@ -228,19 +312,20 @@ fn run_for(
                 }
                 total.fetch_add(n, Ordering::Relaxed);
                 worst.fetch_max(my_worst, Ordering::Relaxed);
+                n
             })
         })
         .collect();
     barrier.wait();
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
+    let mut per_thread: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(c.value(), total.load(Ordering::Relaxed), "lost update");
+    per_thread.sort_unstable();
     (
         total.load(Ordering::Relaxed),
         Duration::from_nanos(worst.load(Ordering::Relaxed)),
+        per_thread[per_thread.len() / 2],
     )
 }
 
