@@ -58,7 +58,10 @@ fn main() {
                 .collect();
             let best_other = med[1..].iter().map(|t| t.mops).fold(0.0, f64::max);
             let waits: Vec<String> = med.iter().map(|t| fmt(t.max_wait)).collect();
-            let shares: Vec<String> = med.iter().map(|t| format!("{:.2}", t.median_share)).collect();
+            let shares: Vec<String> = med
+                .iter()
+                .map(|t| format!("{:.2}", t.median_share))
+                .collect();
             println!(
                 "| {threads:>7} | {:>10.2} | {:>10.2} | {:>11.2} | {:>10.2} | {:>15.2} | {} | {} |",
                 med[0].mops,

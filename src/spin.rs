@@ -2,11 +2,9 @@
 //!
 //! Sleeping costs a wake-up: a futex wake that must rouse an idle CPU takes tens of
 //! microseconds on a virtual machine, a hand-off between two running threads a fraction of one
-//! (`docs/design.md`, "Spinning"). Spinning briefly therefore wins when the thread being waited
-//! for is running and about to act, and loses when it is not: the spinner burns a CPU that
-//! thread may need. The policy never yields its CPU in place of a sleep: a yield queues the
-//! waiter behind whatever else is runnable, which costs a server's tail latency, and user space
-//! cannot tell whether the thread a yield would hand the CPU to is the one it waits for.
+//! (`docs/design.md`, "Spinning", has the reasons and the measurements behind every rule).
+//! Spinning briefly therefore wins when the thread being waited for is running and about to
+//! act, and loses when it is not: the spinner burns a CPU that thread may need.
 //!
 //! ## State
 //!
@@ -30,73 +28,41 @@
 //!
 //! * **Can spinning pay at all?** Not with one usable CPU, nor under a model checker (a spin is
 //!   one look there, so that models stay small: the seam's `MODEL_CHECKED`): `Machine`.
-//! * **A waiter for a lock** ([`SpinWait`]: the Mutex, the RwLock) spins a fixed, short
-//!   budget, `SPIN_WAIT_NS`, with exponential backoff between looks (1, 2, 4, ... spin hints:
-//!   each look pulls the lock's cache line away from the thread about to release it), and only
-//!   while no thread sleeps on the lock (the lock decides that; a thread that spins past
-//!   sleepers takes the lock from them with a CPU they may need). A lock is one 32-bit word,
-//!   so nothing is learned per lock, and the budget never grows: a waiter for a lock whose
-//!   holder is blocked (in I/O, say) wastes at most the budget, then sleeps until it is woken.
+//! * **A waiter for a lock** (the Mutex, the RwLock, the shared Mutex): the whole rule is
+//!   [`SpinWait::spin`], with `SPIN_WAIT_NS` above it, asked by the lock only while nobody
+//!   sleeps on it (a waiter that spins past sleepers takes the lock from them with a CPU they
+//!   may need). It spins a fixed budget with exponential backoff between looks (each look
+//!   pulls the lock's cache line from the thread about to release it), then the lock sleeps.
+//!   Nothing is learned per lock (a lock is one word), and a waiter behind a blocked holder
+//!   wastes at most the budget.
+//! * **No waiter yields its CPU in place of a sleep**: a yield queues the waiter behind
+//!   whatever else is runnable, which costs a server's tail latency, and user space cannot
+//!   tell whether the thread a yield hands the CPU to is the one it waits for.
 //! * **A compare-and-swap that lost to other threads** (`back_off`: readers adding themselves
-//!   to a RwLock's count) is tried again after a pause that doubles with each loss, up to
-//!   `MAX_PAUSES_BETWEEN_LOOKS` hints: attempts made back to back take the cache line from
-//!   one another. A loss means the word changed (another thread got through, or a waiter
-//!   marked itself), so the pause is not a wait for anyone and has no budget.
-//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins the same
-//!   fixed budget (a probe after a hand-off: several, below), but only while its thread's spins
-//!   have been paying: a won spin earns credit, a lost one costs it, and a spin that took far
-//!   longer than its budget (the thread was preempted while spinning: its CPU is wanted) loses all
-//!   of it. With no credit it sleeps at once, and spins once in `NOTIFY_PROBE_EVERY` waits to find
-//!   out whether spinning pays again. It also spins, credit or not (but not right after a preempted
-//!   spin, and only while every runnable thread on the system has a CPU, as seen at most a
-//!   millisecond ago: `every_runnable_thread_had_a_cpu_lately`), in its next wait after a notify of
-//!   its own (a Condvar's notify, a barrier leader's release) woke nobody (`notified`): the waiters
-//!   of what it notified, if any, are running, and in a hand-off the one that spins is the thread
-//!   about to answer. This is what keeps two threads that take turns spinning: each one's notify
-//!   finds the other spinning, so each one's next wait spins too. Where threads wait for CPUs, a
-//!   notify that woke nobody more often means nobody waits at all (a server's workers all busy),
-//!   and a spin without credit takes a CPU they want: there only credit (or a probe) makes it spin.
-//!   To get there once both sleep, a probe must outlast a wake-up, which can take far longer than
-//!   the budget: so a probe right after a notify of its own woke a sleeper (a hand-off: the woken
-//!   thread is likely the one to answer) spins budget after budget, up to `MAX_SPIN_NS` in all (a
-//!   hand-off waiter's cap, which outlasts a wake-up), each after the first only while every
-//!   runnable thread on the system has a CPU (`/proc/loadavg`'s count of runnable threads, this one
-//!   included, at most the CPUs online), none was preempted and the deadline has not passed: a long
-//!   probe takes no CPU another thread wants. A won probe gives credit, and the partner's notify
-//!   then finds this thread spinning. Credit is per thread, not per Condvar (which stays std's
-//!   size): a thread's waits tend to be of one kind (a worker waiting for jobs, one side of a
-//!   ping-pong). A barrier's waiter spins only where all parties can run at once.
+//!   to a RwLock's count) pauses `2^losses` hints, at most `MAX_PAUSES_BETWEEN_LOOKS`: the word
+//!   changed, so it is not a wait and has no budget.
+//! * **A waiter for a notify** (`spin_for_notify`: Condvar and Barrier waits) spins a lock's
+//!   budget only while its thread's spins have been paying (credit: +2 a won spin, -1 a lost
+//!   one, 0 after a preempted one), or after a notify of its own found its waiters awake while
+//!   every runnable thread has a CPU; without either it probes once in `NOTIFY_PROBE_EVERY`
+//!   waits, a probe right after a notify that woke a sleeper going on up to `MAX_SPIN_NS` while
+//!   every runnable thread has a CPU (`/proc/loadavg`). Credit is per thread, so a Condvar
+//!   keeps std's size.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
-//!   FlipCall) learns from its sleeps, glibc-style (`learned += (sample - learned) / 8`), and
-//!   spins about twice what it learned, never more than `MAX_SPIN_NS`: a partner that answers
-//!   within a sleep's length is caught spinning next time, one that answers slowly (beyond the
-//!   cap) teaches the spinner to sleep at once. The cap has to exceed a wake-up's cost on the
-//!   machine at hand, or two partners that both sleep can never learn that spinning would pay.
-//!   And the spinner forgets what it learned, and sleeps at once until sleeps teach it again,
-//!   when its spinning takes a CPU that another thread wants: when its thread was preempted
-//!   since its last sleep, or when a sleep was shorter than the spin before it (the answer
-//!   came just after the spin gave up, so the spin most likely kept the partner from running:
-//!   on a machine whose CPUs are all busy, the partner is often woken onto the spinner's own
-//!   CPU). At most `max_spinners` threads spin on one primitive; there is no limit across
-//!   primitives: the pair of threads a hand-off serves may be in one process or in two, and
-//!   must fare the same either way. Where the partner says which CPU it last handed over from
-//!   (FlipCall's header), a waiter on that same CPU does not spin at all
-//!   (`partner_may_be_running`): the partner waits for that very CPU.
-//! * **Nothing feeds on itself.** A lock's and a notify's budget is fixed, and a probe's
-//!   length capped, whatever the waits took: a long wait can only take credit away, and a
-//!   preempted spin stops a thread's notify spins, the ones a notify that woke nobody asks for
-//!   included, until a probe spins unpreempted. A hand-off's budget follows its waits, but a
-//!   wait beyond the cap teaches it to spin less, and a spin that delays its partner
-//!   (preemption, a sleep shorter than the spin) resets it to none.
+//!   FlipCall) spins twice the moving average of its sleeps (`learned += (sample - learned) /
+//!   8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; it forgets what it learned when
+//!   its thread was preempted or a sleep was shorter than the spin before it (the spin kept the
+//!   partner from running). At most `max_spinners` threads spin on one primitive. A FlipCall
+//!   waiter on the CPU its partner last handed over from does not spin
+//!   (`partner_may_be_running`).
+//! * **Nothing feeds on itself.** Lock and notify budgets are fixed and a probe is capped; a
+//!   hand-off's budget follows its waits, and a spin that delays its partner resets it.
 //!
-//! What a spin needs to know about the machine (the CPUs this process may use, the cost of a
-//! spin hint) the policy measures itself, once, at the first spin that needs it: no kernel
-//! probe, no environment. After that, a lock waiter's spin reads one cached value; a notify
-//! waiter's reads the clock around each budget of its spin, a long probe reads
-//! `/proc/loadavg` between budgets (open, read, close: no descriptor outlives the question),
-//! and a wait after a notify that woke nobody reads the clock, and `/proc/loadavg` about
-//! once a millisecond per process; a hand-off waiter reads a clock and its thread's
-//! preemption count only around a sleep.
+//! The machine's facts (usable CPUs, a spin hint's cost) are measured once, at the first spin:
+//! no kernel probe, no environment. A lock waiter's spin reads one cached value; a notify
+//! waiter's reads the clock around each budget, and `/proc/loadavg` at most once a millisecond
+//! per process (a long probe: between budgets; open, read, close); a hand-off waiter reads a
+//! clock and its thread's preemption count only around a sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -220,8 +186,11 @@ impl SpinWait {
         }
     }
 
-    /// Spins one run of hints (twice as long as the last) and returns true, so the caller
-    /// looks again; returns false once the budget is spent, so the caller sleeps.
+    /// The lock waiter's rule: spins one run of hints (twice as long as the last) and returns
+    /// true, so that the caller looks at its lock again, while the `SPIN_WAIT_NS` budget
+    /// lasts; returns false once it is spent, so that the caller sleeps. The caller asks only
+    /// while nobody sleeps on its lock. A waiter behind a holder blocked for long (in I/O, say)
+    /// wastes at most the budget, then sleeps; it never yields its CPU instead.
     #[inline]
     pub fn spin(&mut self) -> bool {
         if self.hints_left == 0 {

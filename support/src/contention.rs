@@ -271,7 +271,11 @@ pub fn timed(which: Impl, threads: usize, section: Section, duration: Duration) 
     Throughput {
         mops: ops as f64 / duration.as_secs_f64() / 1e6,
         max_wait,
-        median_share: if average > 0.0 { median as f64 / average } else { 0.0 },
+        median_share: if average > 0.0 {
+            median as f64 / average
+        } else {
+            0.0
+        },
     }
 }
 
