@@ -30,10 +30,10 @@ fn contended(c: &mut Criterion, group: &str, oversubscribed: bool) {
     g.warm_up_time(Duration::from_millis(300));
     g.measurement_time(Duration::from_secs(1));
     let _load = oversubscribed.then(pingpong::BackgroundLoad::start);
-    for section in [Section::Short, Section::Long] {
+    for section in Section::ALL {
         for threads in [1usize, 2, 4, 8, 16, 32] {
             for which in Impl::ALL {
-                let id = BenchmarkId::new(format!("{}/{}", section.name(), which.name()), threads);
+                let id = BenchmarkId::new(format!("{section:?}/{}", which.name()), threads);
                 g.bench_function(id, |b| {
                     b.iter_custom(|iters| {
                         let per_thread = (iters / threads as u64).max(1);

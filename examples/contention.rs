@@ -18,7 +18,7 @@ fn main() {
             .get(i + 1)
             .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
             .unwrap_or_default(),
-        None => vec![1, 2, 4, 8, 16, 32],
+        None => vec![1, 2, 4, 8, 16, 32, 64],
     };
     let duration = Duration::from_millis(if quick { 100 } else { 300 });
     let rounds = if quick { 1 } else { 3 };
@@ -35,8 +35,8 @@ fn main() {
         print!("  {} {:.1} us", which.name(), t.as_secs_f64() * 1e6);
     }
     println!();
-    for section in [Section::Short, Section::Long] {
-        println!("\n{} critical section", section.name());
+    for section in Section::ALL {
+        println!("\n{}", section.name());
         println!(
             "| threads | {:>10} | {:>10} | {:>11} | {:>10} | futexkit / best | max wait fk / std / pl / glibc | median thread / average fk / std / pl / glibc |",
             "futexkit", "std", "parking_lot", "glibc"

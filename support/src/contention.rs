@@ -90,21 +90,47 @@ impl<T> Drop for GlibcGuard<'_, T> {
     }
 }
 
-/// Critical section length.
+/// Critical section length, and the work between two sections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
-    /// One increment.
+    /// One increment, nothing between sections.
     Short,
-    /// About 100 dependent arithmetic steps on the protected data.
+    /// About 100 dependent arithmetic steps on the protected data, nothing between sections.
     Long,
+    /// 10 dependent steps inside and 10 outside: parking_lot's benchmark loop at work 10/10,
+    /// where the holder does not take the lock back at once.
+    Work10,
 }
 
 impl Section {
+    pub const ALL: [Section; 3] = [Section::Short, Section::Long, Section::Work10];
+
     pub fn name(self) -> &'static str {
         match self {
-            Section::Short => "short",
-            Section::Long => "long",
+            Section::Short => "short critical section",
+            Section::Long => "long critical section",
+            Section::Work10 => {
+                "10 steps inside the lock, 10 outside (parking_lot's loop, work 10/10)"
+            }
         }
+    }
+}
+
+/// `steps` dependent arithmetic steps starting from `x`.
+#[inline(always)]
+fn steps(x: u64, steps: u32) -> u64 {
+    let mut x = x | 1;
+    for _ in 0..steps {
+        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+    }
+    x
+}
+
+/// The work a thread does between two critical sections.
+#[inline(always)]
+fn work_outside(section: Section) {
+    if section == Section::Work10 {
+        std::hint::black_box(steps(1, 10));
     }
 }
 
@@ -165,12 +191,11 @@ fn lock_glibc(m: &GlibcMutex<u64>) -> GlibcGuard<'_, u64> {
 fn work(value: &mut u64, section: Section) {
     match section {
         Section::Short => *value += 1,
-        Section::Long => {
-            let mut x = *value | 1;
-            for _ in 0..100 {
-                x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
-            }
-            std::hint::black_box(x);
+        Section::Long | Section::Work10 => {
+            std::hint::black_box(steps(
+                *value,
+                if section == Section::Long { 100 } else { 10 },
+            ));
             *value += 1;
         }
     }
@@ -236,6 +261,7 @@ pub fn fixed_ops(which: Impl, threads: usize, per_thread: u64, section: Section)
                 barrier.wait();
                 for _ in 0..per_thread {
                     c.add(section);
+                    work_outside(section);
                 }
             })
         })
@@ -312,6 +338,7 @@ fn run_for(
                     } else {
                         c.add(section);
                     }
+                    work_outside(section);
                     n += 1;
                 }
                 total.fetch_add(n, Ordering::Relaxed);
