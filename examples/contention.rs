@@ -1,13 +1,14 @@
 //! Contended-counter throughput, worst-case wait and the median thread's share: futexkit's
 //! Mutex vs std's vs parking_lot's vs glibc's `pthread_mutex_t`, interleaved in one run. `cargo run --release --example contention
-//! [-- --quick] [-- --oversubscribed] [-- --threads 4,8]`.
+//! [-- --quick] [-- --oversubscribed] [-- --threads 4,8]`. Then locks picked at random out of
+//! 2, 64 and 1,000 by 32 threads (a hash table's locking).
 
 use futexkit_support::contention;
 use futexkit_support::pingpong;
 
 use std::time::Duration;
 
-use contention::{hand_off, timed, Impl, Section, Throughput};
+use contention::{hand_off, random_locks, timed, Impl, Section, Throughput};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -73,6 +74,48 @@ fn main() {
                 shares.join(" / "),
             );
         }
+    }
+    random_locks_table(
+        if quick { 1 } else { 5 },
+        if quick { 2_000 } else { 10_000 },
+    );
+}
+
+/// 32 threads, each `ops` rounds on a lock picked at random out of `locks`: the median time of
+/// `rounds` interleaved runs per library.
+fn random_locks_table(rounds: usize, ops: u64) {
+    const THREADS: usize = 32;
+    println!(
+        "\nrandom locks: {THREADS} threads, {ops} lock + increment + unlock each, on a lock picked at random: ms (median of {rounds} interleaved runs; lower is better)"
+    );
+    println!(
+        "| locks | {:>10} | {:>10} | {:>11} | {:>10} | futexkit / best |",
+        "futexkit", "std", "parking_lot", "glibc"
+    );
+    println!("|---|---|---|---|---|---|");
+    for locks in [2usize, 64, 1000] {
+        let mut runs: Vec<Vec<Duration>> = vec![Vec::new(); Impl::ALL.len()];
+        for _ in 0..rounds {
+            for (i, which) in Impl::ALL.into_iter().enumerate() {
+                runs[i].push(random_locks(which, THREADS, locks, ops));
+            }
+        }
+        let med: Vec<f64> = runs
+            .into_iter()
+            .map(|mut r| {
+                r.sort();
+                r[r.len() / 2].as_secs_f64() * 1e3
+            })
+            .collect();
+        let best_other = med[1..].iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "| {locks:>5} | {:>10.2} | {:>10.2} | {:>11.2} | {:>10.2} | {:>15.2} |",
+            med[0],
+            med[1],
+            med[2],
+            med[3],
+            best_other / med[0],
+        );
     }
 }
 

@@ -198,7 +198,7 @@ note parking_lot_api "Reading: the same code, written against parking_lot's API,
 if [ -n "$quick" ]; then
     section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5
 else
-    section "A key-value server on each library (kvcompare)" kvcompare --rounds 3
+    section "A key-value server on each library (kvcompare)" kvcompare --rounds 3 --clients 16,64,256
 fi
 note kvcompare "Reading: the server and the load generator share this machine's CPUs over loopback, so a primitive that spins or yields takes CPU from the threads it waits for; p99 is the column to watch."
 

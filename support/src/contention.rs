@@ -391,3 +391,37 @@ pub fn hand_off(which: Impl, rounds: u64) -> Duration {
     waiter.join().unwrap();
     Duration::from_nanos(total.load(Ordering::Relaxed))
 }
+
+/// Locks picked at random (matklad's lock-bench shape: a hash table's locking): `threads`
+/// threads each make `ops` lock, increment, unlock rounds, each on one of `locks` mutexes
+/// picked by a per-thread xorshift; returns the wall time from a common start.
+pub fn random_locks(which: Impl, threads: usize, locks: usize, ops: u64) -> Duration {
+    let counters: Arc<Vec<Arc<dyn Counter>>> =
+        Arc::new((0..locks).map(|_| counter(which)).collect());
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (counters, barrier) = (Arc::clone(&counters), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let mut x =
+                    0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                barrier.wait();
+                for _ in 0..ops {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    counters[(x % counters.len() as u64) as usize].add(Section::Short);
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let elapsed = start.elapsed();
+    let total: u64 = counters.iter().map(|c| c.value()).sum();
+    assert_eq!(total, threads as u64 * ops, "lost update");
+    elapsed
+}
