@@ -64,6 +64,15 @@ fn three_threads_contending() {
     check(2, move || increments(threads, n, false));
 }
 
+/// Fair unlocks among three threads: each hand-off meets a third thread arriving, asleep, or
+/// back from a wait that found the word changed (a hand-off written between its look and its
+/// sleep), and still ends with the lock claimed and, at the end, free.
+#[test]
+fn three_threads_with_fair_unlocks() {
+    let (threads, n) = sized((3, 1), (6, 2));
+    check(2, move || increments(threads, n, true));
+}
+
 /// A timed waiter beside an untimed one: a hand-off goes to the untimed one (timed waiters
 /// sleep on their own bitset), the timed one takes the lock or times out, and nothing is left
 /// held.

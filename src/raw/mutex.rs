@@ -7,7 +7,7 @@
 //! | value       | meaning                              | set by                                  | left by |
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
-//! | `LOCKED`    | held; no thread sleeps on the word   | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) |
+//! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) |
 //! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper |
 //! | `HANDED`    | held in trust for a woken sleeper    | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
 //!
@@ -20,11 +20,9 @@
 //!    never as `LOCKED`, so the unlock after it wakes the next. (As in std's futex mutex, a
 //!    thread that takes a lock released by such an unlock before the woken one runs takes it
 //!    as `LOCKED`; the woken one then finds it held and marks it `CONTENDED` again before it
-//!    sleeps.) A `futex_wait` that finds the word changed has not slept and took no wake, so
-//!    its thread takes the lock as one that has not slept, `LOCKED`: marking it `CONTENDED`
-//!    would only make the next unlock wake nobody.
+//!    sleeps.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
-//!    `CONTENDED`. So an unlock finds `LOCKED` (no sleeper: release, no syscall) or
+//!    `CONTENDED`. So an unlock finds `LOCKED` (no wake owed: release, no syscall) or
 //!    `CONTENDED` (release and wake one, or hand off).
 //! 3. **A hand-off always has a claimer.** The unlock wakes one *untimed* sleeper before it
 //!    writes `HANDED`, and writes it only if that wake found one; else it releases. The woken
@@ -42,8 +40,7 @@
 //!   (`RawMutex::lock_contended`): while the word is `LOCKED` (the holder is likely running,
 //!   nobody sleeps), spin ([`SpinWait`]) and take it when it turns `UNLOCKED`; then turn
 //!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
-//!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again;
-//!   after a sleep that did not happen (the word changed), the same as before it.
+//!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again.
 //! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else (`CONTENDED`): release and wake one
 //!   sleeper; or, when a hand-off is wanted and an untimed sleeper was woken, write `HANDED`
 //!   and wake once more. A plain unlock wants one when the fairness policy says so, a fair
@@ -239,15 +236,11 @@ impl RawMutex {
             if deadline.is_some_and(|d| d.has_passed()) {
                 return false;
             }
-            match self.word.wait_bitset(sleep_on, bitset, deadline) {
-                Err(Error::TimedOut) => return false,
-                // The word changed before the sleep: this thread took no wake, so it is still
-                // one that has not slept (invariant 1).
-                Err(Error::ValueChanged) => {}
-                // Woken (or a spurious return, taken as a wake).
-                _ => slept = true,
+            if self.word.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
+                return false;
             }
-            // Look again, spinning afresh.
+            // Woken, or the word changed before the sleep: look again, spinning afresh.
+            slept = true;
             spin = SpinWait::new();
         }
     }
