@@ -182,7 +182,7 @@ fi
 
 section "Mutex, contended counter" contention $quick
 section "Mutex, contended counter, a busy thread on every CPU" contention $quick --oversubscribed
-note contention "Reading: threads take one lock in a loop, with a short (one increment) or long (about 100 dependent steps) critical section and nothing between sections, or with 10 steps inside and 10 outside (parking_lot's own benchmark loop at work 10/10), first on an idle machine, then with a busy thread on every CPU; glibc's \`pthread_mutex_t\` never spins, the others spin briefly. Above the CPU count the machine is oversubscribed: parking_lot's waiters yield their CPU, futexkit's, std's and glibc's sleep, which keeps a server's tail latency (key-value table below) but gives up throughput on this test (docs/design.md, \"The lock waiter's rule, measured\", has the yield measured in futexkit). The median thread's share says whether a lock's throughput comes from a few threads while the rest starve. The previous build ran this commit's contention example (the same workloads and columns) on its own library."
+note contention "Reading: threads take one lock in a loop, with a short (one increment) or long (about 100 dependent steps) critical section and nothing between sections, or with 10 steps inside and 10 outside (parking_lot's own benchmark loop at work 10/10), first on an idle machine, then with a busy thread on every CPU; glibc's \`pthread_mutex_t\` never spins, the others spin briefly. Above the CPU count the machine is oversubscribed: parking_lot's waiters yield their CPU, futexkit's, std's and glibc's sleep, which keeps a server's tail latency (key-value table below) but gives up throughput on this test (docs/design.md, \"The lock waiter's rule, measured\", has the yield measured in futexkit). The median thread's share says whether a lock's throughput comes from a few threads while the rest starve."
 
 section "Condvar" condvar $quick
 note condvar "Reading: a notify with nobody asleep makes no syscall in futexkit; notify_all wakes every waiter, as std's does, and the waiters then meet on the Mutex."
@@ -274,7 +274,7 @@ note seccomp_handoff "Reading: a filtered client thread's one intercepted call i
     echo "- what the kernel offers (\`cargo run --example probe\` says how each was decided): \`$(cat "$tmp/caps.txt")\`"
     echo "- date: $today"
     echo
-    echo "futexkit / best is futexkit's figure against the better of std's and parking_lot's: above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
+    echo "futexkit / best is futexkit's figure against the best of the other libraries in its table (std's and parking_lot's, glibc's too where the table has it): above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
     echo
     cat "$body"
 } >"$out"
