@@ -76,7 +76,7 @@ fn main() {
         }
     }
     random_locks_table(
-        if quick { 1 } else { 5 },
+        if quick { 1 } else { 15 },
         if quick { 2_000 } else { 10_000 },
     );
 }
