@@ -47,7 +47,7 @@
 //!   every runnable thread has a CPU; without either it probes once in `NOTIFY_PROBE_EVERY`
 //!   waits, a probe right after a notify that woke a sleeper going on up to `MAX_SPIN_NS` while
 //!   every runnable thread has a CPU (`/proc/loadavg`). Credit is per thread, so a Condvar
-//!   keeps std's size.
+//!   keeps std's size. A barrier's waiter spins only where all parties can run at once.
 //! * **A waiter for a partner's answer** ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker),
 //!   FlipCall) spins twice the moving average of its sleeps (`learned += (sample - learned) /
 //!   8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; it forgets what it learned when
