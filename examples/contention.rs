@@ -1,14 +1,15 @@
 //! Contended-counter throughput, worst-case wait and the median thread's share: futexkit's
-//! Mutex vs std's vs parking_lot's vs glibc's `pthread_mutex_t`, interleaved in one run. `cargo run --release --example contention
-//! [-- --quick] [-- --oversubscribed] [-- --threads 4,8]`. Then locks picked at random out of
-//! 2, 64 and 1,000 by 32 threads (a hash table's locking).
+//! Mutex vs std's vs parking_lot's vs glibc's `pthread_mutex_t`, interleaved in one run; then
+//! locks picked at random out of 2, 64 and 1,000 by 32 threads (a hash table's locking).
+//! `cargo run --release --example contention [-- --quick] [-- --oversubscribed]
+//! [-- --threads 4,8]`.
 
 use futexkit_support::contention;
 use futexkit_support::pingpong;
 
 use std::time::Duration;
 
-use contention::{hand_off, random_locks, timed, Impl, Section, Throughput};
+use contention::{hand_off, random_locks, timed, Impl, Section};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -44,19 +45,11 @@ fn main() {
         );
         println!("|---|---|---|---|---|---|---|---|");
         for &threads in &thread_counts {
-            let mut runs: Vec<Vec<Throughput>> = vec![Vec::new(); Impl::ALL.len()];
-            for _ in 0..rounds {
-                for (i, which) in Impl::ALL.into_iter().enumerate() {
-                    runs[i].push(timed(which, threads, section, duration));
-                }
-            }
-            let med: Vec<Throughput> = runs
-                .into_iter()
-                .map(|mut r| {
-                    r.sort_by(|a, b| a.mops.total_cmp(&b.mops));
-                    r[r.len() / 2]
-                })
-                .collect();
+            let med = interleaved_medians(
+                rounds,
+                |which| timed(which, threads, section, duration),
+                |a, b| a.mops.total_cmp(&b.mops),
+            );
             let best_other = med[1..].iter().map(|t| t.mops).fold(0.0, f64::max);
             let waits: Vec<String> = med.iter().map(|t| fmt(t.max_wait)).collect();
             let shares: Vec<String> = med
@@ -94,19 +87,14 @@ fn random_locks_table(rounds: usize, ops: u64) {
     );
     println!("|---|---|---|---|---|---|");
     for locks in [2usize, 64, 1000] {
-        let mut runs: Vec<Vec<Duration>> = vec![Vec::new(); Impl::ALL.len()];
-        for _ in 0..rounds {
-            for (i, which) in Impl::ALL.into_iter().enumerate() {
-                runs[i].push(random_locks(which, THREADS, locks, ops));
-            }
-        }
-        let med: Vec<f64> = runs
-            .into_iter()
-            .map(|mut r| {
-                r.sort();
-                r[r.len() / 2].as_secs_f64() * 1e3
-            })
-            .collect();
+        let med: Vec<f64> = interleaved_medians(
+            rounds,
+            |which| random_locks(which, THREADS, locks, ops),
+            Duration::cmp,
+        )
+        .into_iter()
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect();
         let best_other = med[1..].iter().copied().fold(f64::INFINITY, f64::min);
         println!(
             "| {locks:>5} | {:>10.2} | {:>10.2} | {:>11.2} | {:>10.2} | {:>15.2} |",
@@ -117,6 +105,27 @@ fn random_locks_table(rounds: usize, ops: u64) {
             best_other / med[0],
         );
     }
+}
+
+/// Each library's median (by `order`) of `rounds` runs of `run`, the libraries taking turns
+/// within each round; in `Impl::ALL`'s order.
+fn interleaved_medians<T: Copy>(
+    rounds: usize,
+    mut run: impl FnMut(Impl) -> T,
+    order: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Vec<T> {
+    let mut runs: Vec<Vec<T>> = vec![Vec::new(); Impl::ALL.len()];
+    for _ in 0..rounds {
+        for (i, which) in Impl::ALL.into_iter().enumerate() {
+            runs[i].push(run(which));
+        }
+    }
+    runs.into_iter()
+        .map(|mut r| {
+            r.sort_by(&order);
+            r[r.len() / 2]
+        })
+        .collect()
 }
 
 fn fmt(d: Duration) -> String {

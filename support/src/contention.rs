@@ -116,11 +116,11 @@ impl Section {
     }
 }
 
-/// `steps` dependent arithmetic steps starting from `x`.
+/// `n` dependent arithmetic steps starting from `x`.
 #[inline(always)]
-fn steps(x: u64, steps: u32) -> u64 {
+fn steps(x: u64, n: u32) -> u64 {
     let mut x = x | 1;
-    for _ in 0..steps {
+    for _ in 0..n {
         x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
     }
     x
@@ -250,19 +250,17 @@ fn counter(which: Impl) -> Arc<dyn Counter> {
     }
 }
 
-/// `threads` threads each add `per_thread` times; returns the wall time from a common start.
-pub fn fixed_ops(which: Impl, threads: usize, per_thread: u64, section: Section) -> Duration {
-    let c = counter(which);
+/// Runs `body(i)` on threads `i` = 0..`threads`, started together; returns the wall time from
+/// the common start until the last one ends.
+fn run_threads(threads: usize, body: impl Fn(usize) + Send + Sync + 'static) -> Duration {
+    let body = Arc::new(body);
     let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let (c, barrier) = (Arc::clone(&c), Arc::clone(&barrier));
+        .map(|i| {
+            let (body, barrier) = (Arc::clone(&body), Arc::clone(&barrier));
             std::thread::spawn(move || {
                 barrier.wait();
-                for _ in 0..per_thread {
-                    c.add(section);
-                    work_outside(section);
-                }
+                body(i);
             })
         })
         .collect();
@@ -271,7 +269,21 @@ pub fn fixed_ops(which: Impl, threads: usize, per_thread: u64, section: Section)
     for h in handles {
         h.join().unwrap();
     }
-    let elapsed = start.elapsed();
+    start.elapsed()
+}
+
+/// `threads` threads each add `per_thread` times; returns the wall time from a common start.
+pub fn fixed_ops(which: Impl, threads: usize, per_thread: u64, section: Section) -> Duration {
+    let c = counter(which);
+    let elapsed = run_threads(threads, {
+        let c = Arc::clone(&c);
+        move |_| {
+            for _ in 0..per_thread {
+                c.add(section);
+                work_outside(section);
+            }
+        }
+    });
     assert_eq!(c.value(), threads as u64 * per_thread, "lost update");
     elapsed
 }
@@ -289,7 +301,7 @@ pub struct Throughput {
 }
 
 /// `threads` threads add for `duration`; then a second pass of the same length times every
-/// acquisition (which slows all three implementations alike) for the worst-case wait.
+/// acquisition (which slows every implementation alike) for the worst-case wait.
 pub fn timed(which: Impl, threads: usize, section: Section, duration: Duration) -> Throughput {
     let (ops, _, median) = run_for(which, threads, section, duration, false);
     let max_wait = run_for(which, threads, section, duration, true).1;
@@ -398,29 +410,19 @@ pub fn hand_off(which: Impl, rounds: u64) -> Duration {
 pub fn random_locks(which: Impl, threads: usize, locks: usize, ops: u64) -> Duration {
     let counters: Arc<Vec<Arc<dyn Counter>>> =
         Arc::new((0..locks).map(|_| counter(which)).collect());
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (counters, barrier) = (Arc::clone(&counters), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                let mut x =
-                    0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                barrier.wait();
-                for _ in 0..ops {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    counters[(x % counters.len() as u64) as usize].add(Section::Short);
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    let elapsed = start.elapsed();
+    let elapsed = run_threads(threads, {
+        let counters = Arc::clone(&counters);
+        move |i| {
+            let mut x =
+                0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            for _ in 0..ops {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                counters[(x % counters.len() as u64) as usize].add(Section::Short);
+            }
+        }
+    });
     let total: u64 = counters.iter().map(|c| c.value()).sum();
     assert_eq!(total, threads as u64 * ops, "lost update");
     elapsed
