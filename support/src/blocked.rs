@@ -4,8 +4,11 @@
 use std::time::{Duration, Instant};
 
 /// Waits until thread `tid` of this process is asleep in a futex call, so a test can wake it
-/// and count it. Reads `/proc/self/task/TID/{stat,wchan}`; where the kernel hides `wchan`, a
-/// sleeping state is taken as enough. Gives up (panics) after 60 s: a hang is a failure.
+/// and count it. Reads `/proc/self/task/TID/{stat,wchan}`; where the kernel hides `wchan`, the
+/// system call the thread sleeps in (`/proc/self/task/TID/syscall`) must be a futex one, and
+/// only where that too is unreadable is a sleeping state taken as enough (a thread asleep
+/// elsewhere, on its way to the futex, would pass). Gives up (panics) after 60 s: a hang is a
+/// failure.
 pub fn wait_until_blocked(tid: u32) {
     wait_until_asleep_in_futex(&format!("/proc/self/task/{tid}"), &format!("thread {tid}"));
 }
@@ -19,6 +22,7 @@ pub fn wait_until_process_blocked(pid: u32) {
 fn wait_until_asleep_in_futex(dir: &str, what: &str) {
     let stat_path = format!("{dir}/stat");
     let wchan_path = format!("{dir}/wchan");
+    let syscall_path = format!("{dir}/syscall");
     let start = Instant::now();
     let mut last_wchan = String::new();
     loop {
@@ -32,7 +36,8 @@ fn wait_until_asleep_in_futex(dir: &str, what: &str) {
             let wchan = std::fs::read_to_string(&wchan_path).unwrap_or_default();
             // PI futex waiters sleep in the rt_mutex code.
             let in_futex = wchan.contains("futex") || wchan.contains("rt_mutex");
-            if in_futex || wchan.trim() == "0" || wchan.is_empty() {
+            let wchan_hidden = wchan.trim() == "0" || wchan.is_empty();
+            if in_futex || (wchan_hidden && sleeps_in_a_futex_call(&syscall_path)) {
                 return;
             }
             last_wchan = wchan;
@@ -42,6 +47,23 @@ fn wait_until_asleep_in_futex(dir: &str, what: &str) {
             "{what} never blocked in a futex call (last wchan {last_wchan:?})"
         );
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether the system call named in `syscall_path` (a `/proc/.../syscall` file: its number
+/// first) is a futex call: `futex`, `futex_waitv` or futex2's `futex_wait`. True where the file
+/// cannot be read or names no call (a kernel without it): then the sleeping state must do.
+fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
+    /// futex2's `futex_wait`, which libc does not name yet: the same number on every
+    /// architecture (the generic syscall table).
+    const SYS_FUTEX_WAIT: libc::c_long = 455;
+    let Ok(text) = std::fs::read_to_string(syscall_path) else {
+        return true;
+    };
+    match text.split_whitespace().next().map(str::parse::<libc::c_long>) {
+        Some(Ok(nr)) => [libc::SYS_futex, libc::SYS_futex_waitv, SYS_FUTEX_WAIT].contains(&nr),
+        // "running", or nothing readable.
+        _ => true,
     }
 }
 
