@@ -60,7 +60,11 @@ fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
     let Ok(text) = std::fs::read_to_string(syscall_path) else {
         return true;
     };
-    match text.split_whitespace().next().map(str::parse::<libc::c_long>) {
+    match text
+        .split_whitespace()
+        .next()
+        .map(str::parse::<libc::c_long>)
+    {
         Some(Ok(nr)) => [libc::SYS_futex, libc::SYS_futex_waitv, SYS_FUTEX_WAIT].contains(&nr),
         // "running", or nothing readable.
         _ => true,
