@@ -175,7 +175,7 @@ fetch_busybox() {
 TEST_BINS=()
 PROBE_BIN=
 # One cargo build gives the test harnesses (target/*/deps) and the probe example. The loom
-# suites are left out: without --cfg loom they compile to nothing.
+# suites are left out: without --cfg futexkit_loom they compile to nothing.
 build_binaries() {
     local json=$CACHE/build.json exe
     cargo test --no-run --message-format=json >"$json"

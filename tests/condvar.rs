@@ -1,5 +1,5 @@
 //! The Condvar against std's contract, and its broadcast path.
-#![cfg(not(model))]
+#![cfg(not(futexkit_model))]
 
 use futexkit_support::blocked;
 

@@ -1,6 +1,6 @@
 //! The futex layer with real threads (and a real fork): every operation, its counts, its
 //! errors. No test asserts on timing; waiters are known to be asleep by reading /proc.
-#![cfg(not(model))]
+#![cfg(not(futexkit_model))]
 
 use futexkit_support::blocked;
 

@@ -1,7 +1,7 @@
 //! loom models of FlipCall's turn protocol: a client and a server over an in-process window,
 //! with no lost hand-off (loom reports a deadlock), the data written before a hand-off seen after
 //! it, and shutdown racing a call (every blocked call returns, with `Shutdown` or its reply).
-#![cfg(loom)]
+#![cfg(futexkit_loom)]
 
 use futexkit::flipcall::{self, Error};
 

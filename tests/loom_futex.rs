@@ -1,5 +1,5 @@
-//! loom models of the emulated futex itself: run with `RUSTFLAGS="--cfg loom"`.
-#![cfg(loom)]
+//! loom models of the emulated futex itself: run with `RUSTFLAGS="--cfg futexkit_loom"`.
+#![cfg(futexkit_loom)]
 
 use loom::sync::atomic::Ordering;
 use loom::sync::Arc;

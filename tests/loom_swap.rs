@@ -1,6 +1,6 @@
 //! loom models of the hand-off: two threads ping-pong over `swap` and over `Parker`, with no
 //! lost wakeup (loom reports a deadlock) and no double turn (the owner counter).
-#![cfg(loom)]
+#![cfg(futexkit_loom)]
 
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::sync::Arc;

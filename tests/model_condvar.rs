@@ -1,9 +1,9 @@
-//! The Condvar's protocol under a model checker (`--cfg loom` or `--cfg shuttle`; see
-//! `tests/model/mod.rs`): a notify that follows a change of the condition is never lost
-//! (`notify_one`, `notify_all`, and the notify that skips its syscall because nobody sleeps),
-//! a timed wait racing a notify ends either way with the lock held, and one Condvar serves two
+//! The Condvar's protocol under a model checker (`--cfg futexkit_loom` or `--cfg futexkit_shuttle`;
+//! see `tests/model/mod.rs`): a notify that follows a change of the condition is never lost
+//! (`notify_one`, `notify_all`, and the notify that skips its syscall because nobody sleeps), a
+//! timed wait racing a notify ends either way with the lock held, and one Condvar serves two
 //! mutexes in turn. A lost wakeup shows up as the checker's deadlock report.
-#![cfg(any(loom, shuttle))]
+#![cfg(any(futexkit_loom, futexkit_shuttle))]
 
 mod model;
 
@@ -45,13 +45,13 @@ fn notify_one_reaches_a_waiter() {
 
 #[test]
 fn notify_all_reaches_every_waiter() {
-    let waiters = if cfg!(loom) { 2 } else { 6 };
+    let waiters = if cfg!(futexkit_loom) { 2 } else { 6 };
     check(2, move || waiters_and_a_notifier(waiters, false));
 }
 
 #[test]
 fn one_notify_one_per_change_reaches_every_waiter() {
-    let waiters = if cfg!(loom) { 2 } else { 5 };
+    let waiters = if cfg!(futexkit_loom) { 2 } else { 5 };
     check(2, move || waiters_and_a_notifier(waiters, true));
 }
 

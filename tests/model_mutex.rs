@@ -1,10 +1,9 @@
-//! The Mutex's protocol under a model checker (`--cfg loom` or `--cfg shuttle`; see
-//! `tests/model/mod.rs`): mutual exclusion (an increment split into a load and a store loses
-//! nothing), no lost wakeup (the checker reports a deadlock), the fairness hand-off (each
-//! thread's first contended unlock hands off, later ones release), and timed waiters beside
-//! hand-offs. The code checked is the shipped code; only the futex and the spin bound are the
-//! checker's.
-#![cfg(any(loom, shuttle))]
+//! The Mutex's protocol under a model checker (`--cfg futexkit_loom` or `--cfg futexkit_shuttle`;
+//! see `tests/model/mod.rs`): mutual exclusion (an increment split into a load and a store loses
+//! nothing), no lost wakeup (the checker reports a deadlock), the fairness hand-off (each thread's
+//! first contended unlock hands off, later ones release), and timed waiters beside hand-offs. The
+//! code checked is the shipped code; only the futex and the spin bound are the checker's.
+#![cfg(any(futexkit_loom, futexkit_shuttle))]
 
 mod model;
 
@@ -78,7 +77,7 @@ fn three_threads_with_fair_unlocks() {
 /// held.
 #[test]
 fn timed_and_untimed_waiters_with_hand_offs() {
-    let timed_threads = if cfg!(loom) { 1 } else { 3 };
+    let timed_threads = if cfg!(futexkit_loom) { 1 } else { 3 };
     check(2, move || {
         let shared = Arc::new(Mutex::new(0u32));
         let mut work: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = vec![

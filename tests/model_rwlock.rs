@@ -1,19 +1,19 @@
-//! The RwLock's and the Barrier's protocols under a model checker (`--cfg loom` or
-//! `--cfg shuttle`; see `tests/model/mod.rs`): a writer excludes readers and writers (a value
-//! written in two relaxed halves is never seen torn, and an increment split into a load and a
-//! store loses nothing), no lost wakeup between readers and writers (the checker reports a
-//! deadlock), timed readers and writers beside untimed ones, downgrade, upgradable reads (one
-//! at a time; an upgrade lets no writer in and is not stranded by the readers it waits for;
-//! timed upgrades; downgrades between the three modes), fair write unlocks, and a barrier reused across rounds with
+//! The RwLock's and the Barrier's protocols under a model checker (`--cfg futexkit_loom` or `--cfg
+//! futexkit_shuttle`; see `tests/model/mod.rs`): a writer excludes readers and writers (a value
+//! written in two relaxed halves is never seen torn, and an increment split into a load and a store
+//! loses nothing), no lost wakeup between readers and writers (the checker reports a deadlock),
+//! timed readers and writers beside untimed ones, downgrade, upgradable reads (one at a time; an
+//! upgrade lets no writer in and is not stranded by the readers it waits for; timed upgrades;
+//! downgrades between the three modes), fair write unlocks, and a barrier reused across rounds with
 //! one leader each. The code checked is the shipped code.
-#![cfg(any(loom, shuttle))]
+#![cfg(any(futexkit_loom, futexkit_shuttle))]
 
 mod model;
 
 use futexkit::raw::RawRwLock;
 use futexkit::sync::{Barrier, RwLock, RwLockWriteGuard};
 use model::atomic::{AtomicUsize, Ordering};
-#[cfg(shuttle)]
+#[cfg(futexkit_shuttle)]
 use model::check_scaled;
 use model::{check, in_threads, Arc, FAR};
 
@@ -63,7 +63,7 @@ fn run(jobs: Vec<Job>, writes: usize) {
 
 #[test]
 fn two_readers_and_a_writer() {
-    let (readers, writers) = if cfg!(loom) { (2, 1) } else { (4, 3) };
+    let (readers, writers) = if cfg!(futexkit_loom) { (2, 1) } else { (4, 3) };
     check(2, move || {
         let mut jobs: Vec<Job> = Vec::new();
         for _ in 0..writers {
@@ -103,7 +103,7 @@ fn read_then_write_races_write_then_read() {
 /// them out).
 #[test]
 fn timed_readers_and_writers() {
-    let timed = if cfg!(loom) { 1 } else { 2 };
+    let timed = if cfg!(futexkit_loom) { 1 } else { 2 };
     check(2, move || {
         let shared = Arc::new(Halves::new());
         let timed_writes = Arc::new(AtomicUsize::new(0));
@@ -243,7 +243,7 @@ fn run_raw(jobs: Vec<RawJob>, writes: usize) {
 /// asleep meanwhile, is not stranded.
 #[test]
 fn an_upgrade_beside_a_reader_and_a_writer() {
-    let (readers, writers) = if cfg!(loom) { (1, 1) } else { (3, 2) };
+    let (readers, writers) = if cfg!(futexkit_loom) { (1, 1) } else { (3, 2) };
     check(2, move || {
         let mut jobs: Vec<RawJob> = vec![Box::new(|h| h.upgrade_and_write())];
         for _ in 0..readers {
@@ -260,17 +260,17 @@ fn an_upgrade_beside_a_reader_and_a_writer() {
 /// other's write and neither waits for the other's read forever.
 #[test]
 fn upgradable_reads_exclude_each_other() {
-    let upgraders = if cfg!(loom) { 2 } else { 4 };
+    let upgraders = if cfg!(futexkit_loom) { 2 } else { 4 };
     check(2, move || {
         let mut jobs: Vec<RawJob> = Vec::new();
         for _ in 0..upgraders {
             jobs.push(Box::new(|h| h.upgrade_and_write()));
         }
-        if cfg!(shuttle) {
+        if cfg!(futexkit_shuttle) {
             jobs.push(Box::new(|h| h.read()));
             jobs.push(Box::new(|h| h.write()));
         }
-        let writes = upgraders + usize::from(cfg!(shuttle));
+        let writes = upgraders + usize::from(cfg!(futexkit_shuttle));
         run_raw(jobs, writes);
     });
 }
@@ -298,11 +298,11 @@ fn releasing_an_upgradable_read_wakes_the_next() {
                 }
             }),
         ];
-        if cfg!(shuttle) {
+        if cfg!(futexkit_shuttle) {
             jobs.push(Box::new(|h| h.upgrade_and_write()));
             jobs.push(Box::new(|h| h.write()));
         }
-        run_raw(jobs, 2 * usize::from(cfg!(shuttle)));
+        run_raw(jobs, 2 * usize::from(cfg!(futexkit_shuttle)));
     });
 }
 
@@ -312,7 +312,7 @@ fn releasing_an_upgradable_read_wakes_the_next() {
 /// only, as loom's exhaustive search of them does not end in CI's time; with 15 times the
 /// schedules, as the interleaving that strands the upgrader is rare.)
 #[test]
-#[cfg(shuttle)]
+#[cfg(futexkit_shuttle)]
 fn an_upgrade_inside_a_read_phase() {
     check_scaled(2, 15, || {
         run_raw(
@@ -361,13 +361,13 @@ fn timed_upgrade_and_downgrades() {
             }),
             Box::new(|h| h.write()),
         ];
-        jobs.push(if cfg!(loom) {
+        jobs.push(if cfg!(futexkit_loom) {
             Box::new(|h| h.read())
         } else {
             Box::new(|h| h.upgrade_and_write())
         });
         in_threads(&shared, jobs);
-        let writes = 1 + upgraded.load(Ordering::Relaxed) + usize::from(cfg!(shuttle));
+        let writes = 1 + upgraded.load(Ordering::Relaxed) + usize::from(cfg!(futexkit_shuttle));
         assert_eq!(shared.a.load(Ordering::Relaxed), writes, "no write lost");
         assert!(shared.lock.try_write(), "the lock ends free");
     });
@@ -377,7 +377,7 @@ fn timed_upgrade_and_downgrades() {
 /// writer: nobody is left asleep, and no phase is left open with nobody to close it.
 #[test]
 fn fair_write_unlocks_beside_a_reader_and_a_writer() {
-    let unlocks = if cfg!(loom) { 1 } else { 3 };
+    let unlocks = if cfg!(futexkit_loom) { 1 } else { 3 };
     check(2, move || {
         run_raw(
             vec![
@@ -400,7 +400,7 @@ fn fair_write_unlocks_beside_a_reader_and_a_writer() {
 /// A barrier of three, used for two rounds: one leader per round, nobody leaves early.
 #[test]
 fn barrier_rounds_have_one_leader_each() {
-    let (parties, rounds) = if cfg!(loom) { (3, 2) } else { (6, 3) };
+    let (parties, rounds) = if cfg!(futexkit_loom) { (3, 2) } else { (6, 3) };
     check(2, move || {
         let shared = Arc::new((
             Barrier::new(parties),

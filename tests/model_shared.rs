@@ -1,16 +1,17 @@
-//! The process-shared protocols under a model checker (`--cfg loom` or `--cfg shuttle`; see
-//! `tests/model/mod.rs`): the shared mutex's exclusion and wakeups (with its `WAITERS` bit kept
-//! through takes and cleared only by a release that woke nobody), the condvar's notify against
-//! a waiter counted before its unlock, the rwlock's reader slots against the writer's word, and
-//! (shuttle only: its sleeps are sliced) the barrier's rounds. The code checked is the shipped
-//! code, robust list included (each model thread registers a head of its own, as a thread with
-//! no C library's would); deaths are not modelled (tests/shared_kill.rs kills real processes).
-#![cfg(any(loom, shuttle))]
+//! The process-shared protocols under a model checker (`--cfg futexkit_loom` or `--cfg
+//! futexkit_shuttle`; see `tests/model/mod.rs`): the shared mutex's exclusion and wakeups (with its
+//! `WAITERS` bit kept through takes and cleared only by a release that woke nobody), the condvar's
+//! notify against a waiter counted before its unlock, the rwlock's reader slots against the
+//! writer's word, and (shuttle only: its sleeps are sliced) the barrier's rounds. The code checked
+//! is the shipped code, robust list included (each model thread registers a head of its own, as a
+//! thread with no C library's would); deaths are not modelled (tests/shared_kill.rs kills real
+//! processes).
+#![cfg(any(futexkit_loom, futexkit_shuttle))]
 
 mod model;
 
 use futexkit::futex::Deadline;
-#[cfg(shuttle)]
+#[cfg(futexkit_shuttle)]
 use futexkit::raw::RawSharedBarrier;
 use futexkit::raw::{Acquired, RawLockError, RawSharedCondvar, RawSharedMutex, RawSharedRwLock};
 use model::atomic::{AtomicUsize, Ordering};
@@ -64,7 +65,7 @@ fn shared_mutex_with_timed_lockers() {
 
 #[test]
 fn shared_condvar_does_not_lose_a_notify() {
-    let waiters = if cfg!(loom) { 1 } else { 3 };
+    let waiters = if cfg!(futexkit_loom) { 1 } else { 3 };
     check(3, move || {
         let shared = Arc::new((
             RawSharedMutex::new(),
@@ -173,7 +174,7 @@ fn shared_rwlock_readers_never_see_a_write_in_progress() {
 }
 
 #[test]
-#[cfg(shuttle)]
+#[cfg(futexkit_shuttle)]
 fn shared_barrier_rounds_have_one_leader() {
     check(2, || {
         const PARTIES: usize = 3;

@@ -1,5 +1,5 @@
 //! futexkit::Mutex against std::sync::Mutex's contract, and under stress.
-#![cfg(not(model))]
+#![cfg(not(futexkit_model))]
 
 use std::cell::RefCell;
 use std::fmt::Debug;

@@ -1,5 +1,5 @@
 //! Probing: consistent with this kernel, stable across runs, and overridable.
-#![cfg(not(model))]
+#![cfg(not(futexkit_model))]
 
 use futexkit_support::blocked;
 

@@ -67,7 +67,7 @@ pub(crate) struct Header {
 }
 
 // The offsets of the layout above.
-#[cfg(not(model))]
+#[cfg(not(futexkit_model))]
 const _: () = {
     assert!(core::mem::offset_of!(Header, client_cpu) == 32);
     assert!(core::mem::offset_of!(Header, server_cpu) == 36);

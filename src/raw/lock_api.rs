@@ -7,6 +7,7 @@ use super::{RawMutex, RawRwLock};
 
 // SAFETY: `lock` and the `try_lock*` that return true give this thread exclusive ownership until
 // `unlock` (Acquire on taking, Release on releasing), which is lock_api's contract.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawMutex for RawMutex {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawMutex = RawMutex::new();
@@ -32,6 +33,7 @@ unsafe impl lock_api::RawMutex for RawMutex {
 
 // SAFETY: `unlock_fair` releases the caller's lock as `unlock` does (handing it to a sleeper is
 // a release to that thread, with the same ordering); lock_api's default `bump` relocks.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawMutexFair for RawMutex {
     unsafe fn unlock_fair(&self) {
         // SAFETY: lock_api calls this only for a lock the caller holds.
@@ -41,6 +43,7 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
 
 // SAFETY: as for `lock_api::RawMutex`; the timed variants give ownership only when they return
 // true.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Duration = Duration;
     type Instant = Instant;
@@ -57,6 +60,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 // SAFETY: `read`/`try_read` give shared ownership and `write`/`try_write` exclusive ownership
 // until the matching unlock (Acquire on taking, Release on releasing), which is lock_api's
 // contract.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLock for RawRwLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawRwLock = RawRwLock::new();
@@ -98,6 +102,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 }
 
 // SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
     unsafe fn downgrade(&self) {
         // SAFETY: lock_api calls this only for the write lock the caller holds.
@@ -107,6 +112,7 @@ unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
 
 // SAFETY: as for `lock_api::RawRwLock`; the timed variants give ownership only when they
 // return true.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Duration = Duration;
     type Instant = Instant;
@@ -132,6 +138,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 // and other upgradable readers until `unlock_upgradable` (Acquire, Release); `upgrade` and a
 // successful `try_upgrade` turn it into exclusive ownership once the other readers have left,
 // acquiring from their releases, with no writer in between.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     fn lock_upgradable(&self) {
         self.upgradable_read();
@@ -158,6 +165,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 }
 
 // SAFETY: both downgrades change the caller's mode atomically, with no writer in between.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
     unsafe fn downgrade_upgradable(&self) {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.
@@ -172,6 +180,7 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 
 // SAFETY: as for `lock_api::RawRwLockUpgrade`; the timed variants give ownership (or the
 // upgrade) only when they return true, and a failed upgrade leaves the upgradable read held.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     fn try_lock_upgradable_for(&self, timeout: Duration) -> bool {
         self.try_upgradable_read_for(timeout)
@@ -195,6 +204,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
 // SAFETY: the fair unlocks release the caller's lock as the plain ones do (a read phase that
 // hands the lock to sleeping readers is a release to them, with the same ordering); lock_api's
 // default `bump_*` relock.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockFair for RawRwLock {
     unsafe fn unlock_shared_fair(&self) {
         // SAFETY: lock_api calls this only for a read lock the caller holds. The last reader
@@ -209,6 +219,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 }
 
 // SAFETY: as for `lock_api::RawRwLockFair`.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
     unsafe fn unlock_upgradable_fair(&self) {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.

@@ -17,6 +17,7 @@ use crate::futex::Deadline;
 // until `unlock` (Acquire on taking, Release on releasing). None of them unwinds. Dropping or
 // forgetting a `GuardNoSend` does nothing, and a lock may be moved or dropped while held: it
 // is one word and owns nothing.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawMutex for RawMutex {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawMutex = RawMutex::new();
@@ -43,6 +44,7 @@ unsafe impl lock_api::RawMutex for RawMutex {
 
 // SAFETY: `unlock_fair` releases the caller's lock as `unlock` does (handing it to a sleeper is
 // a release to that thread, with the same ordering); lock_api's default `bump` relocks.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawMutexFair for RawMutex {
     unsafe fn unlock_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of an acquisition the caller holds.
@@ -51,6 +53,7 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
 }
 
 // SAFETY: as for `RawMutex`; the timed variants give ownership only when they return a guard.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Duration = Duration;
     type Instant = Instant;
@@ -70,6 +73,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 // It relocks before it returns and never unwinds; the guard state is stateless and stays
 // valid. Any `RawMutex` works, one after another or at once. Wakeups may be spurious, so the
 // notify methods report `false` and `0`, as the trait requires.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawCondvar for RawCondvar {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawCondvar = RawCondvar::new();
@@ -92,6 +96,7 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
 }
 
 // SAFETY: as for `RawCondvar`; a timed wait reports a timeout only once its deadline passed.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawCondvarTimed for RawCondvar {
     fn checked_duration_to_instant(timeout: &Duration) -> Option<Instant> {
         Instant::now().checked_add(*timeout)
@@ -112,6 +117,7 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
 // `try_lock_exclusive*` exclusive ownership until the matching unlock (Acquire on taking,
 // Release on releasing); only `lock_shared` can panic (a reader count overflow), before it
 // takes anything; the guard states are stateless.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLock for RawRwLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: RawRwLock = RawRwLock::new();
@@ -156,6 +162,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 }
 
 // SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
     unsafe fn downgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: lock_api passes the guard state of the write lock the caller holds.
@@ -165,6 +172,7 @@ unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
 }
 
 // SAFETY: as for `RawRwLock`; the timed variants give ownership only when they return a guard.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Duration = Duration;
     type Instant = Instant;
@@ -191,6 +199,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 // successful `try_upgrade*` turn it into exclusive ownership once the other readers have left,
 // acquiring from their releases, with no writer in between; a failed one leaves the upgradable
 // read held and returns its (stateless) guard state.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     type UpgradableGuard = GuardNoSend;
 
@@ -225,6 +234,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 }
 
 // SAFETY: both downgrades change the caller's mode atomically, with no writer in between.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
     unsafe fn downgrade_upgradable(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
@@ -241,6 +251,7 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 
 // SAFETY: as for `lock_api::RawRwLockUpgrade`; the timed variants give ownership (or the
 // upgrade) only when they return `Some`/`Ok`.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_upgradable_read_for(timeout).then(GuardNoSend::new)
@@ -281,6 +292,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
 // SAFETY: the fair unlocks release the caller's lock as the plain ones do (a read phase that
 // hands the lock to sleeping readers is a release to them, with the same ordering); lock_api's
 // default `bump_*` relock.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockFair for RawRwLock {
     unsafe fn unlock_shared_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of a read lock the caller holds. The last
@@ -295,6 +307,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 }
 
 // SAFETY: as for `lock_api::RawRwLockFair`.
+#[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
     unsafe fn unlock_upgradable_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.

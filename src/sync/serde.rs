@@ -9,6 +9,7 @@ use serde::ser::{Error, Serialize, Serializer};
 
 use super::{Mutex, RwLock};
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<T: ?Sized + Serialize> Serialize for Mutex<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.lock() {
@@ -18,12 +19,14 @@ impl<T: ?Sized + Serialize> Serialize for Mutex<T> {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Mutex<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Mutex<T>, D::Error> {
         T::deserialize(deserializer).map(Mutex::new)
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<T: ?Sized + Serialize> Serialize for RwLock<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.read() {
@@ -33,6 +36,7 @@ impl<T: ?Sized + Serialize> Serialize for RwLock<T> {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for RwLock<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RwLock<T>, D::Error> {
         T::deserialize(deserializer).map(RwLock::new)

@@ -2,31 +2,31 @@
 //! benches and `docs/benchmarks.md` measure, each written once over futexkit, std and
 //! parking_lot; the key-value server and its load generator; helpers for tests.
 //!
-//! Empty under a model checker (`--cfg loom` or `--cfg shuttle`): futexkit is then built on the
-//! checker's emulated futex, without its syscall-only parts, and the model tests use none of
-//! this.
+//! Empty under a model checker (`--cfg futexkit_loom` or `--cfg futexkit_shuttle`): futexkit is
+//! then built on the checker's emulated futex, without its syscall-only parts, and the model tests
+//! use none of this.
 
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod blocked;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod condvar;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod contention;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod flipcall;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod flipcall_server;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod kernel_path;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod kv;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod locks;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod pingpong;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod report;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod rwlock;
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod shared;

@@ -1,6 +1,6 @@
-//! Runs one scenario under the model checker this build is for: loom (`--cfg loom`: every
+//! Runs one scenario under the model checker this build is for: loom (`--cfg futexkit_loom`: every
 //! interleaving within a preemption bound; keep scenarios to 2-3 threads) or shuttle
-//! (`--cfg shuttle`: randomized PCT schedules; 4-8 threads are fine). The scenarios use
+//! (`--cfg futexkit_shuttle`: randomized PCT schedules; 4-8 threads are fine). The scenarios use
 //! `thread` and `Arc` from here, so each is written once for both.
 //!
 //! A timed wait's outcome is the checker's choice (the emulated futex explores both a timeout
@@ -8,9 +8,9 @@
 //! the real clock must not pass during a run, or the run would depend on time.
 #![allow(dead_code, unused_imports)]
 
-#[cfg(loom)]
+#[cfg(futexkit_loom)]
 pub use loom::{sync::atomic, sync::Arc, thread};
-#[cfg(shuttle)]
+#[cfg(futexkit_shuttle)]
 pub use shuttle::{sync::atomic, sync::Arc, thread};
 
 /// The timeout of timed calls in scenarios: long enough never to pass during a run.
@@ -19,7 +19,7 @@ pub const FAR: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Sizes of a scenario (threads, and operations each): `loom`'s under loom, which explores
 /// every interleaving and so takes small ones, `shuttle`'s under shuttle.
 pub fn sized(loom: (usize, usize), shuttle: (usize, usize)) -> (usize, usize) {
-    if cfg!(loom) {
+    if cfg!(futexkit_loom) {
         loom
     } else {
         shuttle
@@ -36,7 +36,7 @@ pub fn check(preemptions: usize, f: impl Fn() + Send + Sync + 'static) {
 /// As [`check`], with `scale` times as many shuttle schedules: for a scenario whose failing
 /// interleavings are rare among PCT's schedules.
 pub fn check_scaled(preemptions: usize, scale: usize, f: impl Fn() + Send + Sync + 'static) {
-    #[cfg(loom)]
+    #[cfg(futexkit_loom)]
     {
         let _ = scale;
         let mut builder = loom::model::Builder::new();
@@ -44,7 +44,7 @@ pub fn check_scaled(preemptions: usize, scale: usize, f: impl Fn() + Send + Sync
         builder.preemption_bound = Some(preemptions.min(cap));
         builder.check(f);
     }
-    #[cfg(shuttle)]
+    #[cfg(futexkit_shuttle)]
     {
         let _ = preemptions;
         let iterations = std::env::var("SHUTTLE_ITERATIONS")

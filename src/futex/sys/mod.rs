@@ -10,22 +10,22 @@
 //!
 //! ## The model-checker seam
 //!
-//! `build.rs` sets `cfg(model)` for `--cfg loom` or `--cfg shuttle`. Then, and only here, the
-//! futex backend is `model.rs` instead of `linux.rs`: every primitive above runs unchanged on
-//! the checker's atomics ([`AtomicU32`]; their constructors cannot be `const`, so the
-//! primitives' constructors are written once with [`const_fn!`], `const` in a real build), its threads ([`yield_now`], [`thread_local!`]) and an
-//! emulated futex whose waits and wakes the checker schedules. No file outside this directory
-//! names a model checker, except where a bound must shrink for a model to stay finite: the spin
-//! policy reads [`MODEL_CHECKED`] (every spin is one look). The thread, memory and process calls
-//! are the real ones in both builds, as they take no part in any protocol a model checks, with
-//! one exception: a checker's atomics are objects of their own, not words that could overlay
-//! shared memory, so under one `memory::map_shared` refuses (FlipCall then has only in-process
-//! windows).
+//! `build.rs` sets `cfg(futexkit_model)` for `--cfg futexkit_loom` or `--cfg futexkit_shuttle`.
+//! Then, and only here, the futex backend is `model.rs` instead of `linux.rs`: every primitive
+//! above runs unchanged on the checker's atomics ([`AtomicU32`]; their constructors cannot be
+//! `const`, so the primitives' constructors are written once with [`const_fn!`], `const` in a real
+//! build), its threads ([`yield_now`], [`thread_local!`]) and an emulated futex whose waits and
+//! wakes the checker schedules. No file outside this directory names a model checker, except where
+//! a bound must shrink for a model to stay finite: the spin policy reads [`MODEL_CHECKED`] (every
+//! spin is one look). The thread, memory and process calls are the real ones in both builds, as
+//! they take no part in any protocol a model checks, with one exception: a checker's atomics are
+//! objects of their own, not words that could overlay shared memory, so under one
+//! `memory::map_shared` refuses (FlipCall then has only in-process windows).
 
-#[cfg(not(model))]
+#[cfg(not(futexkit_model))]
 #[path = "linux.rs"]
 mod backend;
-#[cfg(model)]
+#[cfg(futexkit_model)]
 #[path = "model.rs"]
 mod backend;
 
@@ -39,11 +39,11 @@ pub(crate) use backend::*;
 /// whose atomics can only be made while a model runs.
 macro_rules! const_fn {
     ($(#[$attr:meta])* $vis:vis const fn $($rest:tt)*) => {
-        #[cfg(not(model))]
+        #[cfg(not(futexkit_model))]
         $(#[$attr])*
         $vis const fn $($rest)*
 
-        #[cfg(model)]
+        #[cfg(futexkit_model)]
         $(#[$attr])*
         $vis fn $($rest)*
     };

@@ -1,6 +1,6 @@
-//! The futex backend under a model checker (`cfg(loom)` or `cfg(shuttle)`): the items of
-//! `linux.rs`, with the same signatures, on the checker's atomics and threads and an emulated
-//! futex.
+//! The futex backend under a model checker (`cfg(futexkit_loom)` or `cfg(futexkit_shuttle)`): the
+//! items of `linux.rs`, with the same signatures, on the checker's atomics and threads and an
+//! emulated futex.
 //!
 //! Real futexes are kernel objects a model checker cannot see, so the futex calls act on one
 //! table of `(address, bitset, waiter id)` entries in arrival order, guarded by the checker's
@@ -16,9 +16,9 @@
 //! `FUTEX_WAKE_OP`. Every other operation answers `ENOSYS` without reading memory, as a kernel
 //! without it would, so the probe finds nothing and the fallbacks run.
 
-#[cfg(loom)]
+#[cfg(futexkit_loom)]
 use ::loom as checker;
-#[cfg(shuttle)]
+#[cfg(futexkit_shuttle)]
 use ::shuttle as checker;
 
 use core::ops::Deref;
