@@ -1,6 +1,7 @@
-//! Mutex: futexkit vs std vs parking_lot in the same run. Uncontended lock+unlock; a contended
-//! counter at 1-32 threads with a short and a long critical section; the same oversubscribed
-//! (a busy thread on every CPU); lock hand-off latency to a waiter that has gone to sleep.
+//! Mutex: futexkit vs std vs parking_lot (0.12 and 0.13) in the same run, and glibc's where
+//! contended. Uncontended lock+unlock; a contended counter at 1-32 threads with a short and a
+//! long critical section and parking_lot's 10/10 loop; the same oversubscribed (a busy thread on
+//! every CPU); lock hand-off latency to a waiter that has gone to sleep.
 
 use futexkit_support::contention;
 use futexkit_support::pingpong;
@@ -16,11 +17,15 @@ fn uncontended(c: &mut Criterion) {
     let ours = futexkit::Mutex::new(0u64);
     let std = std::sync::Mutex::new(0u64);
     let pl = parking_lot::Mutex::new(0u64);
+    let pl13 = parking_lot_013::Mutex::new(0u64);
     g.bench_function("futexkit", |b| {
         b.iter(|| *black_box(&ours).lock().unwrap() += 1)
     });
     g.bench_function("std", |b| b.iter(|| *black_box(&std).lock().unwrap() += 1));
     g.bench_function("parking_lot", |b| b.iter(|| *black_box(&pl).lock() += 1));
+    g.bench_function("parking_lot_0.13", |b| {
+        b.iter(|| *black_box(&pl13).lock() += 1)
+    });
     g.finish();
 }
 

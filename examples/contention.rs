@@ -1,5 +1,6 @@
 //! Contended-counter throughput, worst-case wait and the median thread's share: futexkit's
-//! Mutex vs std's vs parking_lot's vs glibc's `pthread_mutex_t`, interleaved in one run; then
+//! Mutex vs std's vs parking_lot's (0.12 and 0.13) vs glibc's `pthread_mutex_t`, interleaved in
+//! one run; then
 //! locks picked at random out of 2, 64 and 1,000 by 32 threads (a hash table's locking).
 //! `cargo run --release --example contention [-- --quick] [-- --oversubscribed]
 //! [-- --threads 4,8]`.
@@ -40,10 +41,10 @@ fn main() {
     for section in Section::ALL {
         println!("\n{}", section.name());
         println!(
-            "| threads | {:>10} | {:>10} | {:>11} | {:>10} | futexkit / best | max wait fk / std / pl / glibc | median thread / average fk / std / pl / glibc |",
-            "futexkit", "std", "parking_lot", "glibc"
+            "| threads | {} | futexkit / best | max wait {SHORT} | median thread / average {SHORT} |",
+            names()
         );
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("|---|{}---|---|---|", "---|".repeat(Impl::ALL.len()));
         for &threads in &thread_counts {
             let med = interleaved_medians(
                 rounds,
@@ -57,11 +58,8 @@ fn main() {
                 .map(|t| format!("{:.2}", t.median_share))
                 .collect();
             println!(
-                "| {threads:>7} | {:>10.2} | {:>10.2} | {:>11.2} | {:>10.2} | {:>15.2} | {} | {} |",
-                med[0].mops,
-                med[1].mops,
-                med[2].mops,
-                med[3].mops,
+                "| {threads:>7} | {} | {:>15.2} | {} | {} |",
+                cells(med.iter().map(|t| t.mops)),
                 med[0].mops / best_other,
                 waits.join(" / "),
                 shares.join(" / "),
@@ -81,11 +79,8 @@ fn random_locks_table(rounds: usize, ops: u64) {
     println!(
         "\nrandom locks: {THREADS} threads, {ops} lock + increment + unlock each, on a lock picked at random: ms (median of {rounds} interleaved runs; lower is better)"
     );
-    println!(
-        "| locks | {:>10} | {:>10} | {:>11} | {:>10} | futexkit / best |",
-        "futexkit", "std", "parking_lot", "glibc"
-    );
-    println!("|---|---|---|---|---|---|");
+    println!("| locks | {} | futexkit / best |", names());
+    println!("|---|{}---|", "---|".repeat(Impl::ALL.len()));
     for locks in [2usize, 64, 1000] {
         let med: Vec<f64> = interleaved_medians(
             rounds,
@@ -97,14 +92,29 @@ fn random_locks_table(rounds: usize, ops: u64) {
         .collect();
         let best_other = med[1..].iter().copied().fold(f64::INFINITY, f64::min);
         println!(
-            "| {locks:>5} | {:>10.2} | {:>10.2} | {:>11.2} | {:>10.2} | {:>15.2} |",
-            med[0],
-            med[1],
-            med[2],
-            med[3],
+            "| {locks:>5} | {} | {:>15.2} |",
+            cells(med.iter().copied()),
             best_other / med[0],
         );
     }
+}
+
+/// The libraries' short names in the max-wait and median-thread columns, in `Impl::ALL`'s order.
+const SHORT: &str = "fk / std / pl / pl 0.13 / glibc";
+
+/// The libraries' names as column headers, in `Impl::ALL`'s order.
+fn names() -> String {
+    let names: Vec<String> = Impl::ALL
+        .iter()
+        .map(|which| format!("{:>10}", which.name()))
+        .collect();
+    names.join(" | ")
+}
+
+/// One cell per library, in `Impl::ALL`'s order.
+fn cells(values: impl Iterator<Item = f64>) -> String {
+    let cells: Vec<String> = values.map(|v| format!("{v:>10.2}")).collect();
+    cells.join(" | ")
 }
 
 /// Each library's median (by `order`) of `rounds` runs of `run`, the libraries taking turns

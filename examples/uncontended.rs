@@ -33,6 +33,15 @@ fn main() {
             }
             black_box(m.into_inner());
         }
-        other => eprintln!("unknown implementation {other}: futexkit, std or parking_lot"),
+        "parking_lot_0.13" => {
+            let m = parking_lot_013::Mutex::new(0u64);
+            for _ in 0..n {
+                *black_box(&m).lock() += 1;
+            }
+            black_box(m.into_inner());
+        }
+        other => eprintln!(
+            "unknown implementation {other}: futexkit, std, parking_lot or parking_lot_0.13"
+        ),
     }
 }

@@ -154,14 +154,14 @@ if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; t
         echo "\`valgrind --tool=callgrind target/release/examples/uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000"
         echo
         if [ -n "$prev_ex" ]; then
-            echo "| futexkit | previous ($prev_commit) | std | parking_lot |"
-            echo "|---|---|---|---|"
+            echo "| futexkit | previous ($prev_commit) | std | parking_lot | parking_lot 0.13 |"
+            echo "|---|---|---|---|---|"
         else
-            echo "| futexkit | std | parking_lot |"
-            echo "|---|---|---|"
+            echo "| futexkit | std | parking_lot | parking_lot 0.13 |"
+            echo "|---|---|---|---|"
         fi
         line="|"
-        for impl in futexkit previous std parking_lot; do
+        for impl in futexkit previous std parking_lot parking_lot_0.13; do
             bin="$ex/uncontended"
             name=$impl
             if [ "$impl" = previous ]; then
@@ -274,7 +274,9 @@ note seccomp_handoff "Reading: a filtered client thread's one intercepted call i
     echo "- what the kernel offers (\`cargo run --example probe\` says how each was decided): \`$(cat "$tmp/caps.txt")\`"
     echo "- date: $today"
     echo
-    echo "futexkit / best is futexkit's figure against the best of the other libraries in its table (std's and parking_lot's, glibc's too where the table has it): above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
+    echo "parking_lot is parking_lot 0.12, the release most dependents still build with; the Mutex tables have the current release, 0.13, beside it."
+    echo
+    echo "futexkit / best is futexkit's figure against the best of the other libraries in its table (std's and parking_lot's, glibc's and parking_lot 0.13's too where the table has them): above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
     echo
     cat "$body"
 } >"$out"

@@ -1,5 +1,6 @@
 //! Contended-counter workloads shared by `benches/mutex.rs` and `examples/contention.rs`:
-//! futexkit's Mutex, std's, parking_lot's and glibc's `pthread_mutex_t` in the same run.
+//! futexkit's Mutex, std's, parking_lot's (0.12 and 0.13) and glibc's `pthread_mutex_t` in the
+//! same run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -10,19 +11,29 @@ use std::time::{Duration, Instant};
 pub enum Impl {
     Futexkit,
     Std,
+    /// parking_lot 0.12, the release most dependents still have.
     ParkingLot,
+    /// parking_lot 0.13, the current release.
+    ParkingLot013,
     /// glibc's default `pthread_mutex_t` (no spin: a waiter sleeps at once).
     Glibc,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 4] = [Impl::Futexkit, Impl::Std, Impl::ParkingLot, Impl::Glibc];
+    pub const ALL: [Impl; 5] = [
+        Impl::Futexkit,
+        Impl::Std,
+        Impl::ParkingLot,
+        Impl::ParkingLot013,
+        Impl::Glibc,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Impl::Futexkit => "futexkit",
             Impl::Std => "std",
             Impl::ParkingLot => "parking_lot",
+            Impl::ParkingLot013 => "parking_lot_0.13",
             Impl::Glibc => "glibc",
         }
     }
@@ -183,6 +194,9 @@ fn lock_std(m: &std::sync::Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
 fn lock_parking_lot(m: &parking_lot::Mutex<u64>) -> parking_lot::MutexGuard<'_, u64> {
     m.lock()
 }
+fn lock_parking_lot_013(m: &parking_lot_013::Mutex<u64>) -> parking_lot_013::MutexGuard<'_, u64> {
+    m.lock()
+}
 fn lock_glibc(m: &GlibcMutex<u64>) -> GlibcGuard<'_, u64> {
     m.lock()
 }
@@ -231,6 +245,16 @@ impl Counter for parking_lot::Mutex<u64> {
     }
 }
 
+impl Counter for parking_lot_013::Mutex<u64> {
+    hand_off_methods!(lock_parking_lot_013);
+    fn add(&self, section: Section) {
+        work(&mut self.lock(), section);
+    }
+    fn value(&self) -> u64 {
+        *self.lock()
+    }
+}
+
 impl Counter for GlibcMutex<u64> {
     hand_off_methods!(lock_glibc);
     fn add(&self, section: Section) {
@@ -246,6 +270,7 @@ fn counter(which: Impl) -> Arc<dyn Counter> {
         Impl::Futexkit => Arc::new(futexkit::Mutex::new(0u64)),
         Impl::Std => Arc::new(std::sync::Mutex::new(0u64)),
         Impl::ParkingLot => Arc::new(parking_lot::Mutex::new(0u64)),
+        Impl::ParkingLot013 => Arc::new(parking_lot_013::Mutex::new(0u64)),
         Impl::Glibc => Arc::new(GlibcMutex::new(0u64)),
     }
 }
