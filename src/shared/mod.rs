@@ -76,6 +76,12 @@ pub use barrier::{BarrierParty, SharedBarrier};
 pub use condvar::SharedCondvar;
 pub use error::{LockError, RegionError};
 pub use mutex::{SharedMutex, SharedMutexGuard};
+#[cfg(feature = "bytemuck")]
+#[doc(hidden)]
+pub use plain::bytemuck_proves_plain;
+#[cfg(feature = "zerocopy")]
+#[doc(hidden)]
+pub use plain::zerocopy_proves_plain;
 pub use plain::Plain;
 pub use region::{ObjectKind, Region, RegionBuilder, MAX_NAME_LEN, MAX_OBJECTS, MAX_REGION_LEN};
 pub use rwlock::{SharedRwLock, SharedRwLockReadGuard, SharedRwLockWriteGuard};

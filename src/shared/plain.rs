@@ -10,6 +10,11 @@ use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 /// `#[repr(C)]` struct of `Plain` fields with no padding between or after them, by an `unsafe
 /// impl`. `bool`, `char`, enums, references and `Box` are not.
 ///
+/// A type whose bytemuck or zerocopy derives already prove this needs no `unsafe impl`:
+/// [`plain_from_bytemuck!`](crate::plain_from_bytemuck) (feature `bytemuck`) and
+/// [`plain_from_zerocopy!`](crate::plain_from_zerocopy) (feature `zerocopy`) implement `Plain`
+/// from those crates' traits, checked at compile time.
+///
 /// A bound on the type, rather than a marker that a type has no pointers, because the data is
 /// only ever copied in and out of the shared memory with atomic accesses (a peer process may
 /// write it at any moment, whatever the lock says): a value made from whatever bytes were there
@@ -52,6 +57,122 @@ plain!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64)
 // SAFETY: an array of `Plain` elements has no padding between them (the element's size is a
 // multiple of its alignment) and every pattern of each element is valid.
 unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
+
+/// What [`plain_from_bytemuck!`](crate::plain_from_bytemuck) checks at compile time: it compiles
+/// only for a type bytemuck vouches has no invalid bit pattern (`AnyBitPattern`) and no padding
+/// (`NoUninit`), and panics (a compile error in a `const`) if it is aligned to more than 64.
+#[cfg(feature = "bytemuck")]
+#[doc(hidden)]
+pub const fn bytemuck_proves_plain<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>() {
+    assert!(
+        align_of::<T>() <= super::region::OBJECT_ALIGN,
+        "a Plain type is aligned to at most 64 bytes"
+    );
+}
+
+/// What [`plain_from_zerocopy!`](crate::plain_from_zerocopy) checks at compile time: it compiles
+/// only for a type zerocopy vouches has no invalid bit pattern (`FromBytes`) and no padding
+/// (`IntoBytes`), and panics (a compile error in a `const`) if it is aligned to more than 64.
+#[cfg(feature = "zerocopy")]
+#[doc(hidden)]
+pub const fn zerocopy_proves_plain<T: zerocopy::FromBytes + zerocopy::IntoBytes>() {
+    assert!(
+        align_of::<T>() <= super::region::OBJECT_ALIGN,
+        "a Plain type is aligned to at most 64 bytes"
+    );
+}
+
+/// Implements [`Plain`] for each type named, from its bytemuck traits (`Pod`, or `AnyBitPattern`
+/// with `NoUninit`): the derives a type already has stand in for an `unsafe impl`. A type that
+/// lacks them, or is aligned to more than 64 bytes, is a compile error. Feature `bytemuck`.
+///
+/// ```
+/// use bytemuck::{Pod, Zeroable};
+/// use futexkit::shared::Region;
+///
+/// #[derive(Clone, Copy, Pod, Zeroable)]
+/// #[repr(C)]
+/// struct Account {
+///     id: u64,
+///     balance: i64,
+/// }
+/// futexkit::plain_from_bytemuck!(Account);
+///
+/// let region = Region::builder().mutex("account", Account { id: 7, balance: 100 }).build()?;
+/// let account = region.mutex::<Account>("account")?;
+/// account.lock().map_err(|e| e.without_guard())?.update(|a| a.balance -= 30);
+/// assert_eq!(account.lock().map_err(|e| e.without_guard())?.get().balance, 70);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// A type with invalid bit patterns (a `bool` field) is refused, whatever else it derives:
+///
+/// ```compile_fail
+/// #[derive(Clone, Copy, bytemuck::NoUninit)]
+/// #[repr(C)]
+/// struct Switch {
+///     on: bool,
+///     level: [u8; 3],
+/// }
+/// futexkit::plain_from_bytemuck!(Switch);
+/// ```
+#[cfg(feature = "bytemuck")]
+#[cfg_attr(docsrs, doc(cfg(feature = "bytemuck")))]
+#[macro_export]
+macro_rules! plain_from_bytemuck {
+    ($($ty:ty),+ $(,)?) => {$(
+        const _: () = $crate::shared::bytemuck_proves_plain::<$ty>();
+        // SAFETY: the `const` above compiles only if bytemuck vouches that every bit pattern of
+        // the type is valid and that it has no padding, and only if it is aligned to at most 64
+        // bytes; this impl compiles only if it is `Copy + Send + Sync + 'static`.
+        unsafe impl $crate::shared::Plain for $ty {}
+    )+};
+}
+
+/// Implements [`Plain`] for each type named, from its zerocopy traits (`FromBytes` and
+/// `IntoBytes`): the derives a type already has stand in for an `unsafe impl`. A type that lacks
+/// them, or is aligned to more than 64 bytes, is a compile error. Feature `zerocopy`.
+///
+/// ```
+/// use futexkit::shared::Region;
+/// use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+///
+/// #[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+/// #[repr(C)]
+/// struct Reading {
+///     sensor: u32,
+///     millivolts: i32,
+/// }
+/// futexkit::plain_from_zerocopy!(Reading);
+///
+/// let region = Region::builder().mutex("last", Reading { sensor: 1, millivolts: -5 }).build()?;
+/// let last = region.mutex::<Reading>("last")?;
+/// assert_eq!(last.lock().map_err(|e| e.without_guard())?.get().millivolts, -5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// A type aligned to more than 64 bytes is refused:
+///
+/// ```compile_fail
+/// use zerocopy::{FromBytes, IntoBytes};
+///
+/// #[derive(Clone, Copy, FromBytes, IntoBytes)]
+/// #[repr(C, align(128))]
+/// struct Line([u8; 128]);
+/// futexkit::plain_from_zerocopy!(Line);
+/// ```
+#[cfg(feature = "zerocopy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zerocopy")))]
+#[macro_export]
+macro_rules! plain_from_zerocopy {
+    ($($ty:ty),+ $(,)?) => {$(
+        const _: () = $crate::shared::zerocopy_proves_plain::<$ty>();
+        // SAFETY: the `const` above compiles only if zerocopy vouches that every bit pattern of
+        // the type is valid and that it has no padding, and only if it is aligned to at most 64
+        // bytes; this impl compiles only if it is `Copy + Send + Sync + 'static`.
+        unsafe impl $crate::shared::Plain for $ty {}
+    )+};
+}
 
 /// Copies the value at `src` out of shared memory: one atomic access for a value of 1, 2, 4 or 8
 /// bytes aligned to its size, else `atomic_copy`'s word and byte accesses.

@@ -47,7 +47,7 @@ pub const MAX_REGION_LEN: usize = 1 << 30;
 pub const MAX_NAME_LEN: usize = 32;
 const HEADER_LEN: usize = 64;
 const ENTRY_LEN: usize = 64;
-const OBJECT_ALIGN: usize = 64;
+pub(crate) const OBJECT_ALIGN: usize = 64;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
