@@ -254,6 +254,9 @@ fi
 section "FlipCall round trip, in one process and across two" flipcall_ipc $quick
 note flipcall_ipc "Reading: one process should be no slower than two (in-process / cross-process at most about 1), and FlipCall faster than raw wake + wait at every size. A shared window's copies are atomic (a peer process may write it at any moment), which costs against memcpy only below 1 KiB. Oversubscribed figures on a 2-CPU virtual machine move between runs by several times, in both directions: a pair either keeps spinning past each other or falls into sleeping and waking every call."
 
+section "Copies into and out of shared memory: futexkit's own against atomic-memcpy" atomic_copy $quick
+note atomic_copy "Reading: every byte of a range a peer process may write must be read and written atomically; futexkit copies whole words with relaxed atomics between byte-wise edges and, from 1 KiB, with one \`rep movsb\` (src/atomic_copy.rs), atomic-memcpy (the crate that offers the same guarantee) copies through its own word loop. Above 1 futexkit's copy is faster, which is why the crate keeps its own rather than depend on atomic-memcpy. memcpy is the floor: what a copy costs when nothing may race it."
+
 section "FlipCall: one server thread for many channels" flipcall_server $quick
 note flipcall_server "Reading: client threads each call as fast as they can on their own channel (64-byte requests and replies). One flipcall::Server thread against a FlipCall server thread per channel and against one thread serving Unix seqpacket sockets with epoll. With many clients the clients outnumber the CPUs, so fairness shows how the scheduler shared the CPUs among clients as much as the server's round robin."
 

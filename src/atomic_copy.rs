@@ -7,6 +7,10 @@
 //! the memory held during the copy (a torn mix of the peer's writes at worst), never undefined
 //! behaviour; ordering comes from the Acquire/Release on the word that hands the memory over
 //! (FlipCall's state word, a shared lock's word) around the copy.
+//!
+//! The atomic-memcpy crate gives the same guarantee; this copy is kept because it is faster at
+//! every size and alignment measured (`examples/atomic_copy.rs`, which compiles this file as it
+//! is; figures in `docs/benchmarks.md`).
 
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
