@@ -1,6 +1,7 @@
-//! parking_lot's API on two engines: `parking_lot` 0.12 itself against `futexkit::parking_lot`
-//! (lock_api 0.5 over futexkit's raw locks), the same code written once with only the import
-//! path changed, interleaved in one run, idle and with a busy thread on every CPU.
+//! parking_lot's API on three engines: `futexkit::parking_lot` (lock_api 0.5 over futexkit's raw
+//! locks) against parking_lot 0.13, whose API it follows, and parking_lot 0.12, which most users
+//! still run; the same code written once with only the import path changed, interleaved in one
+//! run, idle and with a busy thread on every CPU.
 //! `cargo run --release --features lock_api_05 --example parking_lot_api [-- --quick]`.
 //!
 //! Rows: a contended counter (`*mutex.lock() += 1`), and a read-mostly table with upgrades:
@@ -70,6 +71,7 @@ macro_rules! workloads {
 
 workloads!(on_futexkit, futexkit::parking_lot);
 workloads!(on_parking_lot, parking_lot);
+workloads!(on_parking_lot_013, parking_lot_013);
 
 /// Runs `work(thread index, stop)` on `threads` threads for `duration`; returns million
 /// operations per second (the sum of what `work` returns).
@@ -98,23 +100,23 @@ fn run(
     ops as f64 / began.elapsed().as_secs_f64() / 1e6
 }
 
-/// Median of `rounds` paired runs, alternating which library goes first.
-fn paired(rounds: usize, futexkit: impl Fn() -> f64, parking_lot: impl Fn() -> f64) -> (f64, f64) {
-    let (mut fk, mut pl) = (Vec::new(), Vec::new());
+/// Each run's median over `rounds` rounds, the runs taking turns and each round starting one
+/// later than the last.
+fn interleaved(rounds: usize, runs: &[&dyn Fn() -> f64]) -> Vec<f64> {
+    let mut samples = vec![Vec::new(); runs.len()];
     for round in 0..rounds {
-        if round % 2 == 0 {
-            fk.push(futexkit());
-            pl.push(parking_lot());
-        } else {
-            pl.push(parking_lot());
-            fk.push(futexkit());
+        for k in 0..runs.len() {
+            let i = (round + k) % runs.len();
+            samples[i].push(runs[i]());
         }
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    (median(fk), median(pl))
+    samples
+        .into_iter()
+        .map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect()
 }
 
 fn main() {
@@ -130,7 +132,7 @@ fn main() {
     counts.dedup();
     println!("{}", futexkit::capabilities());
     println!(
-        "parking_lot's API: futexkit::parking_lot against parking_lot 0.12, million operations per second, median of {rounds} paired rounds of {duration:?}; futexkit / best: against parking_lot, the only other library with this API (above 1: futexkit ahead)"
+        "parking_lot's API: futexkit::parking_lot against parking_lot 0.13 and 0.12, million operations per second, median of {rounds} interleaved rounds of {duration:?}; futexkit / best: against the better parking_lot, the only other library with this API (above 1: futexkit ahead)"
     );
     for busy in [false, true] {
         let _load = busy.then(BackgroundLoad::start);
@@ -139,28 +141,47 @@ fn main() {
         } else {
             ", idle"
         };
-        for (title, futexkit, parking_lot) in [
+        type Workload = fn(usize, Duration) -> f64;
+        let tables: [(&str, [Workload; 3]); 2] = [
             (
                 "Mutex, contended counter",
-                on_futexkit::counter as fn(usize, Duration) -> f64,
-                on_parking_lot::counter as fn(usize, Duration) -> f64,
+                [
+                    on_futexkit::counter,
+                    on_parking_lot_013::counter,
+                    on_parking_lot::counter,
+                ],
             ),
             (
                 "RwLock, read-mostly with upgrades (90 % reads, 5 % upgradable reads, 5 % upgrades)",
-                on_futexkit::upgrades,
-                on_parking_lot::upgrades,
+                [
+                    on_futexkit::upgrades,
+                    on_parking_lot_013::upgrades,
+                    on_parking_lot::upgrades,
+                ],
             ),
-        ] {
+        ];
+        for (title, [futexkit, pl13, pl12]) in tables {
             println!("\n{title}{load}");
-            println!("| threads | futexkit | parking_lot | futexkit / best |");
-            println!("|---|---|---|---|");
+            println!(
+                "| threads | futexkit | parking_lot 0.13 | parking_lot 0.12 | futexkit / best |"
+            );
+            println!("|---|---|---|---|---|");
             for &threads in &counts {
-                let (fk, pl) = paired(
+                let medians = interleaved(
                     rounds,
-                    || futexkit(threads, duration),
-                    || parking_lot(threads, duration),
+                    &[
+                        &|| futexkit(threads, duration),
+                        &|| pl13(threads, duration),
+                        &|| pl12(threads, duration),
+                    ],
                 );
-                println!("| {threads} | {fk:.2} | {pl:.2} | {:.2} |", fk / pl);
+                let [fk, pl13, pl12] = medians[..] else {
+                    unreachable!("one median per library")
+                };
+                println!(
+                    "| {threads} | {fk:.2} | {pl13:.2} | {pl12:.2} | {:.2} |",
+                    fk / pl13.max(pl12)
+                );
             }
         }
     }

@@ -193,7 +193,7 @@ section "RwLock and Barrier" rwlock $quick
 note rwlock "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/raw/rwlock.rs). Writers among readers: a futexkit writer shuts new readers out only once it is about to sleep (\`WRITERS_WAITING\`); while it spins, readers keep coming and the count seldom falls to zero, so futexkit's readers lead and its writers trail parking_lot's, whose writer claims the lock's writer bit as soon as it starts to wait and only then waits for the readers to leave."
 
 section "parking_lot's API on futexkit (futexkit::parking_lot) and on parking_lot" parking_lot_api $quick
-note parking_lot_api "Reading: the same code, written against parking_lot's API, with only the import path changed (\`parking_lot\` or \`futexkit::parking_lot\`, built with \`--features lock_api_05\`); idle, then with a busy thread on every CPU. The upgrade rows are the workload upgradable reads exist for: look under a read that excludes other upgraders and writers, then write only if needed, with no writer in between."
+note parking_lot_api "Reading: the same code, written against parking_lot's API, with only the import path changed (\`futexkit::parking_lot\`, \`parking_lot\` 0.13 or 0.12, built with \`--features lock_api_05\`); idle, then with a busy thread on every CPU. The upgrade rows are the workload upgradable reads exist for: look under a read that excludes other upgraders and writers, then write only if needed, with no writer in between."
 
 if [ -n "$quick" ]; then
     section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5

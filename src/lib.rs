@@ -66,7 +66,8 @@ pub mod sync;
 pub use futex::{capabilities, Capabilities, Capability};
 #[doc(no_inline)]
 pub use raw::{RawMutex, RawRwLock};
-/// std's own result and error types, so `use futexkit as sync;` compiles code written for std.
+/// std's own result and error types, beside the locks at the root, so that code which names
+/// them with the locks needs no second path; `futexkit::sync` names every item of `std::sync`.
 #[doc(no_inline)]
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 #[doc(no_inline)]
