@@ -3,14 +3,14 @@
 //! The model checkers are opt-in twice over, so that neither a dependent's lock file nor a
 //! build that model-checks some other crate ever switches futexkit onto emulated futexes: the
 //! `loom` or `shuttle` feature brings the checker in as a dependency (inert by itself), and
-//! `--cfg futexkit_loom` or `--cfg futexkit_shuttle` in `RUSTFLAGS` switches the crate onto it.
-//! Then this script sets `cfg(futexkit_model)`: the atomics and the futex calls are the
-//! checker's (`src/futex/sys/model.rs`).
+//! `--cfg futexkit_loom` or `--cfg futexkit_shuttle` in `RUSTFLAGS` switches the crate onto it:
+//! the atomics and the futex calls are then the checker's (`src/futex/sys/model.rs`). The code
+//! tests those two cfgs itself, so nothing derived from them can go stale between builds; this
+//! script only refuses the combinations that cannot build.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(futexkit_loom)");
     println!("cargo::rustc-check-cfg=cfg(futexkit_shuttle)");
-    println!("cargo::rustc-check-cfg=cfg(futexkit_model)");
     println!("cargo::rustc-check-cfg=cfg(docsrs)");
     println!("cargo::rerun-if-changed=build.rs");
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
@@ -40,9 +40,6 @@ fn main() {
                  the model-checked build uses, or pass `--features futexkit/{checker}`"
             ));
         }
-    }
-    if loom || shuttle {
-        println!("cargo::rustc-cfg=futexkit_model");
     }
 }
 

@@ -44,7 +44,7 @@
 //! waiter.join().unwrap();
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![cfg_attr(docsrs, doc(auto_cfg(hide(futexkit_model))))]
+#![cfg_attr(docsrs, doc(auto_cfg(hide(futexkit_loom, futexkit_shuttle))))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -53,7 +53,7 @@ mod fairness;
 pub mod flipcall;
 pub mod futex;
 // Over the raw types' lock_api 0.5 impls, which model builds leave out (`src/raw/mod.rs`).
-#[cfg(all(feature = "lock_api_05", not(futexkit_model)))]
+#[cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 pub mod parking_lot;
 pub mod raw;

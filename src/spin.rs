@@ -1004,7 +1004,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(not(futexkit_model))]
+    #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
     fn a_hand_over_records_the_cpu_it_runs_on() {
         let word = crate::atomic::AtomicU32::new(NO_CPU);
         let cpu = record_hand_over_cpu(&word);

@@ -1,6 +1,6 @@
 //! futexkit::sync::Barrier against std::sync::Barrier's contract: one leader per round,
 //! reusable, every thread released.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

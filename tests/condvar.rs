@@ -1,5 +1,5 @@
 //! The Condvar against std's contract, and its broadcast path.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::blocked;
 

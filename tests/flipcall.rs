@@ -1,7 +1,7 @@
 //! FlipCall: bytes both ways at every size, shutdown at every blocking point, timeouts, roles,
 //! a lying peer, and peers in other processes (fork, exec with a passed fd, SIGKILL).
 
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::blocked;
 use futexkit_support::flipcall::child;

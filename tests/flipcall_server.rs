@@ -2,7 +2,7 @@
 //! flood, fall silent, die, lie or leave, channels attached while it runs, shutdown; in both
 //! wait modes the kernel offers.
 
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::flipcall::child;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

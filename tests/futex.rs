@@ -1,6 +1,6 @@
 //! The futex layer with real threads (and a real fork): every operation, its counts, its
 //! errors. No test asserts on timing; waiters are known to be asleep by reading /proc.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::blocked;
 

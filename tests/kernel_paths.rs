@@ -4,7 +4,7 @@
 //! `FUTEXKIT_TEST_EXPECT_CAPS`. Each test does nothing unless that variable expects its
 //! capability; then it fails where futexkit does not take the kernel path, and reports each path
 //! it saw run (`KM-KERNEL-PATH` lines, counted by the matrix).
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::{blocked, kernel_path};
 

@@ -2,7 +2,7 @@
 //! lost or wrong value), exact replies to scripted requests, malformed input (garbage bytes,
 //! overlong lines, a client gone mid-request) answered with an error or a close while other
 //! clients keep being served, and a shutdown that joins every thread it started.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::kv::load;
 use futexkit_support::kv::server;

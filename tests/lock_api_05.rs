@@ -1,6 +1,6 @@
 //! lock_api 0.5's wrappers over futexkit's raw locks and condition variable (feature
 //! `lock_api_05`): parking_lot 0.13's API, with futexkit's protocols underneath.
-#![cfg(all(feature = "lock_api_05", not(futexkit_model)))]
+#![cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};

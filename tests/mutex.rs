@@ -1,5 +1,5 @@
 //! futexkit::Mutex against std::sync::Mutex's contract, and under stress.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::cell::RefCell;
 use std::fmt::Debug;

@@ -2,7 +2,7 @@
 //! run on `futexkit::parking_lot` with only the paths changed (`crate::` to
 //! `futexkit::parking_lot::`). Exceptions, if any, are listed at the tests they replace.
 //! parking_lot is Amanieu d'Antras's, under the Apache-2.0 or MIT license.
-#![cfg(all(feature = "lock_api_05", not(futexkit_model)))]
+#![cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 //! `futexkit::parking_lot` always has the `Arc` guards). Exceptions, if any, are listed at the
 //! tests they replace.
 //! parking_lot is Amanieu d'Antras's, under the Apache-2.0 or MIT license.
-#![cfg(all(feature = "lock_api_05", not(futexkit_model)))]
+#![cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 
 #[cfg(test)]
 mod tests {

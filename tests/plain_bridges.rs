@@ -2,7 +2,11 @@
 //! bridged types live in a region's locks, and their values cross in and out whole. What the
 //! bridges refuse (invalid bit patterns, over-aligned types) is in the macros' `compile_fail`
 //! doc tests.
-#![cfg(all(feature = "bytemuck", feature = "zerocopy", not(futexkit_model)))]
+#![cfg(all(
+    feature = "bytemuck",
+    feature = "zerocopy",
+    not(any(futexkit_loom, futexkit_shuttle))
+))]
 
 use futexkit::shared::Region;
 

@@ -1,5 +1,5 @@
 //! Probing: consistent with this kernel, stable across runs, and overridable.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::blocked;
 

@@ -1,6 +1,6 @@
 //! futexkit::sync::RwLock against std::sync::RwLock's contract, its starvation bounds, and
 //! under stress.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

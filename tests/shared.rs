@@ -2,7 +2,7 @@
 //! typed lookups), and each lock's contract with threads, including a holder thread that exits
 //! holding a lock (its guard leaked), which the kernel treats as a death. Deaths of processes,
 //! killed at every instruction, are in tests/shared_kill.rs.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};

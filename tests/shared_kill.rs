@@ -9,7 +9,7 @@
 //! beyond any honest delay: reaching it is a hang, and fails the test.
 //!
 //! `FUTEXKIT_TEST_KILLS` scales the random-point runs (default 500 each).
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! rounds between processes. And a hostile sharer: a process that scribbles the region and
 //! punches holes in it while this one keeps calling, which must make calls fail or wait,
 //! never hang past a deadline or crash.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};

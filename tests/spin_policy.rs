@@ -2,7 +2,7 @@
 //! that reaches the policy is counted once, as won, lost or skipped. Which one is asserted only
 //! where it does not depend on the machine and its load. The counts are the process's, so
 //! everything that counts runs in one test, one step after another.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! apart. Code written against `std::sync` then compiles unchanged after the switch: bounds
 //! and lifetimes included. (`must_use` is checked by the compile_fail examples in
 //! `futexkit::sync`'s docs.)
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::cell::Cell;
 use std::fmt::{Debug, Display};

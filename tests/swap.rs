@@ -1,5 +1,5 @@
 //! swap and Parker: wake exactly one, wait correctly, time out, and never lose or double a turn.
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use futexkit_support::{blocked, kernel_path};
 

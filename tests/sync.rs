@@ -2,7 +2,7 @@
 //! module path, compiled and run through `futexkit::sync` and through `std::sync`. Also the
 //! switch as a user makes it (`use futexkit::sync;` where `use std::sync;` stood), and the
 //! optional trait impls (`serde`, `lock_api` features).
-#![cfg(not(futexkit_model))]
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 #![allow(deprecated)] // ONCE_INIT is deprecated in std, and named here because it is stable.
 
 /// Every stable item of `std::sync` as of the toolchain CI runs (1.95), used through `$sync`.

@@ -67,7 +67,7 @@ pub(crate) struct Header {
 }
 
 // The offsets of the layout above.
-#[cfg(not(futexkit_model))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 const _: () = {
     assert!(core::mem::offset_of!(Header, client_cpu) == 32);
     assert!(core::mem::offset_of!(Header, server_cpu) == 36);

@@ -18,9 +18,9 @@ mod barrier;
 mod condvar;
 // lock_api's `INIT` constants need `const` constructors, which a model checker's atomics do
 // not have: under one, lock_api's traits are not implemented.
-#[cfg(all(feature = "lock_api", not(futexkit_model)))]
+#[cfg(all(feature = "lock_api", not(any(futexkit_loom, futexkit_shuttle))))]
 mod lock_api;
-#[cfg(all(feature = "lock_api_05", not(futexkit_model)))]
+#[cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 mod lock_api_05;
 mod mutex;
 mod rwlock;

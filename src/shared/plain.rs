@@ -83,8 +83,9 @@ pub const fn zerocopy_proves_plain<T: zerocopy::FromBytes + zerocopy::IntoBytes>
 }
 
 /// Implements [`Plain`] for each type named, from its bytemuck traits (`Pod`, or `AnyBitPattern`
-/// with `NoUninit`): the derives a type already has stand in for an `unsafe impl`. A type that
-/// lacks them, or is aligned to more than 64 bytes, is a compile error. Feature `bytemuck`.
+/// with `NoUninit`, of bytemuck 1): the derives a type already has stand in for an `unsafe impl`.
+/// A type that lacks them, or is aligned to more than 64 bytes, is a compile error. Each type
+/// named is concrete (`Wrapper<u32>`, not `Wrapper<T>`). Feature `bytemuck`.
 ///
 /// ```
 /// use bytemuck::{Pod, Zeroable};
@@ -130,8 +131,9 @@ macro_rules! plain_from_bytemuck {
 }
 
 /// Implements [`Plain`] for each type named, from its zerocopy traits (`FromBytes` and
-/// `IntoBytes`): the derives a type already has stand in for an `unsafe impl`. A type that lacks
-/// them, or is aligned to more than 64 bytes, is a compile error. Feature `zerocopy`.
+/// `IntoBytes`, of zerocopy 0.8): the derives a type already has stand in for an `unsafe impl`. A
+/// type that lacks them, or is aligned to more than 64 bytes, is a compile error. Each type named
+/// is concrete (`Wrapper<u32>`, not `Wrapper<T>`). Feature `zerocopy`.
 ///
 /// ```
 /// use futexkit::shared::Region;

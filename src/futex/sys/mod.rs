@@ -10,8 +10,8 @@
 //!
 //! ## The model-checker seam
 //!
-//! `build.rs` sets `cfg(futexkit_model)` for `--cfg futexkit_loom` or `--cfg futexkit_shuttle`.
-//! Then, and only here, the futex backend is `model.rs` instead of `linux.rs`: every primitive
+//! Under `--cfg futexkit_loom` or `--cfg futexkit_shuttle` (each with its feature, which
+//! `build.rs` checks), and only here, the futex backend is `model.rs` instead of `linux.rs`: every primitive
 //! above runs unchanged on the checker's atomics ([`AtomicU32`]; their constructors cannot be
 //! `const`, so the primitives' constructors are written once with [`const_fn!`], `const` in a real
 //! build), its threads ([`yield_now`], [`thread_local!`]) and an emulated futex whose waits and
@@ -22,10 +22,10 @@
 //! objects of their own, not words that could overlay shared memory, so under one
 //! `memory::map_shared` refuses (FlipCall then has only in-process windows).
 
-#[cfg(not(futexkit_model))]
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 #[path = "linux.rs"]
 mod backend;
-#[cfg(futexkit_model)]
+#[cfg(any(futexkit_loom, futexkit_shuttle))]
 #[path = "model.rs"]
 mod backend;
 
@@ -39,11 +39,11 @@ pub(crate) use backend::*;
 /// whose atomics can only be made while a model runs.
 macro_rules! const_fn {
     ($(#[$attr:meta])* $vis:vis const fn $($rest:tt)*) => {
-        #[cfg(not(futexkit_model))]
+        #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
         $(#[$attr])*
         $vis const fn $($rest)*
 
-        #[cfg(futexkit_model)]
+        #[cfg(any(futexkit_loom, futexkit_shuttle))]
         $(#[$attr])*
         $vis fn $($rest)*
     };
