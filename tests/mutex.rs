@@ -74,6 +74,47 @@ fn into_inner_and_get_mut_report_poison() {
     assert_eq!(clean.into_inner().unwrap(), 4);
 }
 
+/// Drops of this type look at the mutex that held it: `set` must drop the old value only once
+/// the lock is free again (as std's does), so a drop that locks cannot deadlock.
+struct LocksOnDrop(Arc<Mutex<Option<LocksOnDrop>>>);
+
+impl Drop for LocksOnDrop {
+    fn drop(&mut self) {
+        assert!(
+            self.0.try_lock().is_ok(),
+            "dropped while the mutex was held"
+        );
+    }
+}
+
+#[test]
+fn get_cloned_set_and_replace_as_std_nightly() {
+    let m = Arc::new(Mutex::new(vec![1]));
+    assert_eq!(m.get_cloned().unwrap(), vec![1]);
+    m.set(vec![2]).unwrap();
+    assert_eq!(m.replace(vec![3]).unwrap(), vec![2]);
+    assert_eq!(*m.lock().unwrap(), vec![3]);
+
+    poison(&m);
+    assert!(m.get_cloned().is_err());
+    assert_eq!(
+        m.set(vec![4]).unwrap_err().into_inner(),
+        vec![4],
+        "the value comes back"
+    );
+    assert_eq!(m.replace(vec![5]).unwrap_err().into_inner(), vec![5]);
+    m.clear_poison();
+    assert_eq!(
+        m.get_cloned().unwrap(),
+        vec![3],
+        "a poisoned set stores nothing"
+    );
+
+    let holder = Arc::new(Mutex::new(None));
+    holder.set(Some(LocksOnDrop(Arc::clone(&holder)))).unwrap();
+    holder.set(None).unwrap(); // drops the old value: after the unlock
+}
+
 #[test]
 fn try_lock_while_held_would_block() {
     let m = Arc::new(Mutex::new(()));

@@ -56,6 +56,32 @@ fn into_inner_and_get_mut_report_poison() {
 }
 
 #[test]
+fn get_cloned_set_and_replace_as_std_nightly() {
+    let lock = Arc::new(RwLock::new(String::from("a")));
+    assert_eq!(lock.get_cloned().unwrap(), "a");
+    lock.set(String::from("b")).unwrap();
+    assert_eq!(lock.replace(String::from("c")).unwrap(), "b");
+    // get_cloned is a read: it runs beside another reader.
+    let reader = lock.read().unwrap();
+    assert_eq!(lock.get_cloned().unwrap(), "c");
+    drop(reader);
+
+    poison_by_writer(&lock);
+    assert!(lock.get_cloned().is_err());
+    assert_eq!(lock.set(String::from("d")).unwrap_err().into_inner(), "d");
+    assert_eq!(
+        lock.replace(String::from("e")).unwrap_err().into_inner(),
+        "e"
+    );
+    lock.clear_poison();
+    assert_eq!(
+        lock.get_cloned().unwrap(),
+        "c",
+        "a poisoned set stores nothing"
+    );
+}
+
+#[test]
 fn try_variants_while_held() {
     let lock = RwLock::new(0);
     {

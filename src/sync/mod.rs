@@ -8,6 +8,10 @@
 //! `mpsc`, `atomic`, the poison and try-lock result types, and the deprecated `ONCE_INIT`).
 //! The lock results are std's types, so code that matches on them is unchanged.
 //!
+//! Two nightly-only parts of std's next API are here on stable: [`nonpoison`], locks that never
+//! poison (rust-lang/rust#134645), and `get_cloned`, `set` and `replace` on [`Mutex`] and
+//! [`RwLock`] (rust-lang/rust#133407).
+//!
 //! ```
 //! use futexkit::sync::{atomic::AtomicUsize, atomic::Ordering, mpsc, Arc, Mutex, RwLock};
 //!
@@ -33,6 +37,7 @@
 mod barrier;
 mod condvar;
 mod mutex;
+pub mod nonpoison;
 mod poison;
 mod rwlock;
 #[cfg(feature = "serde")]

@@ -6,7 +6,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use std::panic::{RefUnwindSafe, UnwindSafe};
-use std::sync::{LockResult, TryLockResult};
+use std::sync::{LockResult, PoisonError, TryLockResult};
 use std::time::{Duration, Instant};
 
 use super::poison;
@@ -104,6 +104,59 @@ impl<T> Mutex<T> {
     /// A [`PoisonError`](std::sync::PoisonError) holding the data if the mutex is poisoned.
     pub fn into_inner(self) -> LockResult<T> {
         self.poison.result(self.data.into_inner())
+    }
+
+    /// A clone of the value, taken under the lock (std's nightly `lock_value_accessors`, on
+    /// stable here).
+    ///
+    /// ```
+    /// let mutex = futexkit::sync::Mutex::new(7);
+    /// assert_eq!(mutex.get_cloned().unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] (holding nothing) if the mutex is poisoned.
+    pub fn get_cloned(&self) -> Result<T, PoisonError<()>>
+    where
+        T: Clone,
+    {
+        match self.lock() {
+            Ok(guard) => Ok((*guard).clone()),
+            Err(_) => Err(PoisonError::new(())),
+        }
+    }
+
+    /// Sets the value under the lock; the old one is dropped after the lock is released.
+    ///
+    /// ```
+    /// let mutex = futexkit::sync::Mutex::new(7);
+    /// mutex.set(11).unwrap();
+    /// assert_eq!(mutex.get_cloned().unwrap(), 11);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding `value`, not stored, if the mutex is poisoned.
+    pub fn set(&self, value: T) -> Result<(), PoisonError<T>> {
+        self.replace(value).map(drop)
+    }
+
+    /// Puts `value` in under the lock and returns the value it replaces.
+    ///
+    /// ```
+    /// let mutex = futexkit::sync::Mutex::new(7);
+    /// assert_eq!(mutex.replace(11).unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding `value`, not stored, if the mutex is poisoned.
+    pub fn replace(&self, value: T) -> LockResult<T> {
+        match self.lock() {
+            Ok(mut guard) => Ok(core::mem::replace(&mut *guard, value)),
+            Err(_) => Err(PoisonError::new(value)),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
 use std::panic::{RefUnwindSafe, UnwindSafe};
-use std::sync::{LockResult, TryLockResult};
+use std::sync::{LockResult, PoisonError, TryLockResult};
 use std::time::{Duration, Instant};
 
 use super::poison;
@@ -133,6 +133,59 @@ impl<T> RwLock<T> {
     /// A [`PoisonError`](std::sync::PoisonError) holding the data if the lock is poisoned.
     pub fn into_inner(self) -> LockResult<T> {
         self.poison.result(self.data.into_inner())
+    }
+
+    /// A clone of the value, taken under a read lock (std's nightly `lock_value_accessors`, on
+    /// stable here).
+    ///
+    /// ```
+    /// let lock = futexkit::sync::RwLock::new(7);
+    /// assert_eq!(lock.get_cloned().unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] (holding nothing) if the lock is poisoned.
+    pub fn get_cloned(&self) -> Result<T, PoisonError<()>>
+    where
+        T: Clone,
+    {
+        match self.read() {
+            Ok(guard) => Ok((*guard).clone()),
+            Err(_) => Err(PoisonError::new(())),
+        }
+    }
+
+    /// Sets the value under a write lock; the old one is dropped after the lock is released.
+    ///
+    /// ```
+    /// let lock = futexkit::sync::RwLock::new(7);
+    /// lock.set(11).unwrap();
+    /// assert_eq!(lock.get_cloned().unwrap(), 11);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding `value`, not stored, if the lock is poisoned.
+    pub fn set(&self, value: T) -> Result<(), PoisonError<T>> {
+        self.replace(value).map(drop)
+    }
+
+    /// Puts `value` in under a write lock and returns the value it replaces.
+    ///
+    /// ```
+    /// let lock = futexkit::sync::RwLock::new(7);
+    /// assert_eq!(lock.replace(11).unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`PoisonError`] holding `value`, not stored, if the lock is poisoned.
+    pub fn replace(&self, value: T) -> LockResult<T> {
+        match self.write() {
+            Ok(mut guard) => Ok(core::mem::replace(&mut *guard, value)),
+            Err(_) => Err(PoisonError::new(value)),
+        }
     }
 }
 
