@@ -12,6 +12,7 @@
 //! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and three waiting / phase bits |
 //! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
 //! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
+//! | `semaphore.rs` | [`RawSemaphore`] | free permits, beside a count of sleepers             |
 //! | `shared/`    | [`RawSharedMutex`], [`RawSharedCondvar`], [`RawSharedRwLock`], [`RawSharedBarrier`] | process-shared and robust: robust words the kernel marks when their owner dies (`shared/mod.rs`) |
 
 mod barrier;
@@ -24,12 +25,14 @@ mod lock_api;
 mod lock_api_05;
 mod mutex;
 mod rwlock;
+mod semaphore;
 mod shared;
 
 pub use barrier::RawBarrier;
 pub use condvar::RawCondvar;
 pub use mutex::RawMutex;
 pub use rwlock::RawRwLock;
+pub use semaphore::RawSemaphore;
 pub use shared::{
     Acquired, BarrierError, Party, RawLockError, RawSharedBarrier, RawSharedCondvar,
     RawSharedMutex, RawSharedRwLock, ReaderSlot, BARRIER_MAX_PARTIES, READER_SLOTS,

@@ -40,6 +40,7 @@ mod mutex;
 pub mod nonpoison;
 mod poison;
 mod rwlock;
+mod semaphore;
 #[cfg(feature = "serde")]
 mod serde;
 
@@ -47,6 +48,7 @@ pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};
 #[allow(deprecated)]
 pub use std::sync::ONCE_INIT;
 pub use std::sync::{

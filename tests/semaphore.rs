@@ -1,0 +1,85 @@
+//! futexkit::sync::Semaphore: bounded holders under stress, the try and timed variants, permits
+//! added from outside, forgotten permits, and the overflow check.
+#![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futexkit::sync::Semaphore;
+use futexkit_support::blocked::spawn_blocked;
+
+#[test]
+fn never_more_holders_than_permits() {
+    for permits in [1u32, 3] {
+        let slots = Semaphore::new(permits);
+        let inside = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..2_000 {
+                        let _permit = slots.acquire();
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert!(most.load(Ordering::SeqCst) <= permits as usize);
+        assert_eq!(slots.available_permits(), permits);
+    }
+}
+
+#[test]
+fn try_and_timed_acquires_fail_while_none_is_free() {
+    let slots = Semaphore::new(1);
+    let permit = slots.try_acquire().expect("one permit is free");
+    assert!(slots.try_acquire().is_none());
+    assert!(slots.try_acquire_for(Duration::from_millis(10)).is_none());
+    let deadline = std::time::Instant::now() + Duration::from_millis(10);
+    assert!(slots.try_acquire_until(deadline).is_none());
+    assert_eq!(format!("{slots:?}"), "Semaphore { available_permits: 0 }");
+    drop(permit);
+    assert_eq!(slots.available_permits(), 1);
+    assert!(slots.try_acquire_for(Duration::from_millis(10)).is_some());
+}
+
+#[test]
+fn added_permits_wake_a_sleeping_acquirer() {
+    let slots = Arc::new(Semaphore::new(0));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let slots = Arc::clone(&slots);
+            spawn_blocked(move || slots.acquire().forget())
+        })
+        .collect();
+    slots.add_permits(3);
+    for waiter in waiters {
+        waiter.join().unwrap();
+    }
+    assert_eq!(
+        slots.available_permits(),
+        0,
+        "the three permits were kept for good"
+    );
+}
+
+#[test]
+fn a_forgotten_permit_stays_taken() {
+    let slots = Semaphore::new(2);
+    slots.acquire().forget();
+    assert_eq!(slots.available_permits(), 1);
+    drop(slots.acquire());
+    assert_eq!(slots.available_permits(), 1);
+}
+
+#[test]
+fn adding_past_u32_max_panics_and_changes_nothing() {
+    let slots = Semaphore::new(u32::MAX - 1);
+    slots.add_permits(1);
+    let overflow = std::panic::catch_unwind(|| slots.add_permits(1));
+    assert!(overflow.is_err());
+    assert_eq!(slots.available_permits(), u32::MAX);
+}
