@@ -8,9 +8,9 @@ use crate::raw::RawSemaphore;
 
 /// A counting semaphore: at most as many holders at once as it has permits. std has none
 /// (it removed its own); this is one futex word of free permits beside a count of sleepers.
-/// A permit is a guard that gives its permit back when dropped; [`add_permits`]
-/// (Semaphore::add_permits) adds permits that nobody took (a `sem_post`). Waiters are not
-/// served in arrival order.
+/// A permit is a guard that gives its permit back when dropped;
+/// [`add_permits`](Semaphore::add_permits) adds permits that nobody took (a `sem_post`).
+/// Waiters are not served in arrival order.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
