@@ -13,12 +13,14 @@
 //! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
 //! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
 //! | `semaphore.rs` | [`RawSemaphore`] | free permits, beside a count of sleepers             |
+//! | `latch.rs`   | [`RawLatch`]   | a count down to zero and a waiters bit                   |
 //! | `shared/`    | [`RawSharedMutex`], [`RawSharedCondvar`], [`RawSharedRwLock`], [`RawSharedBarrier`] | process-shared and robust: robust words the kernel marks when their owner dies (`shared/mod.rs`) |
 
 mod barrier;
 mod condvar;
 // lock_api's `INIT` constants need `const` constructors, which a model checker's atomics do
 // not have: under one, lock_api's traits are not implemented.
+mod latch;
 #[cfg(all(feature = "lock_api", not(any(futexkit_loom, futexkit_shuttle))))]
 mod lock_api;
 #[cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
@@ -30,6 +32,7 @@ mod shared;
 
 pub use barrier::RawBarrier;
 pub use condvar::RawCondvar;
+pub use latch::{RawLatch, MAX_LATCH_COUNT};
 pub use mutex::RawMutex;
 pub use rwlock::RawRwLock;
 pub use semaphore::RawSemaphore;

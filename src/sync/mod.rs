@@ -36,6 +36,7 @@
 
 mod barrier;
 mod condvar;
+mod latch;
 mod mutex;
 pub mod nonpoison;
 mod poison;
@@ -46,6 +47,7 @@ mod serde;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use latch::Latch;
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};

@@ -1,0 +1,138 @@
+//! The latch protocol (a count down to zero that waiters wait for), on one futex word.
+//! `futexkit::sync::Latch` is this with `Duration` and `Instant` waits.
+//!
+//! ## State
+//!
+//! | field     | bits | meaning | set by | cleared by |
+//! |-----------|------|---------|--------|------------|
+//! | count     | 0-30 | count-downs still to come; 0: open for good | `new` | each count-down takes 1 |
+//! | `WAITERS` | 31   | a waiter sleeps on the word, or is about to | a waiter, by CAS, before it sleeps | the count-down that reaches 0 (which then wakes all) |
+//!
+//! Invariant, **no lost wakeup**: a waiter sleeps only on a value with `WAITERS` set and a
+//! count above 0, and the count-down that takes the count to 0 replaces that value (both are
+//! read-modify-writes of the one word): if the waiter's CAS came first, the count-down sees
+//! `WAITERS` and wakes every sleeper; if the count-down came first, the waiter's CAS fails and it
+//! looks again. A count-down is a release and a waiter's look an acquire, so what every counting
+//! thread did before its count-down happens before any wait returns.
+//!
+//! ## Transitions
+//!
+//! * **count_down**: CAS the count one lower (refused at 0); at 0, clear `WAITERS` in the same
+//!   CAS and, if it was set, wake every sleeper, by address (a released waiter may free the
+//!   latch by then).
+//! * **wait**: return once the count is 0; else set `WAITERS` (CAS) and sleep on the word,
+//!   giving up at the deadline. A waiter does not spin: a latch is waited on for work to finish,
+//!   not for a lock's short hold.
+
+use core::fmt;
+
+use crate::atomic::Ordering;
+use crate::futex::{Deadline, Futex};
+
+const COUNT: u32 = (1 << 31) - 1;
+const WAITERS: u32 = 1 << 31;
+
+/// The most count-downs a latch can wait for.
+pub const MAX_LATCH_COUNT: u32 = COUNT;
+
+/// A count down to zero that threads wait for: one futex word. Its protocol and state table
+/// are at the top of `src/raw/latch.rs`.
+///
+/// ```
+/// use futexkit::raw::RawLatch;
+///
+/// let done = RawLatch::new(2);
+/// std::thread::scope(|s| {
+///     s.spawn(|| done.count_down());
+///     s.spawn(|| done.count_down());
+///     done.wait(None);
+/// });
+/// assert_eq!(done.count(), 0);
+/// ```
+pub struct RawLatch {
+    word: Futex,
+}
+
+impl fmt::Debug for RawLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawLatch")
+            .field("count", &self.count())
+            .finish()
+    }
+}
+
+impl RawLatch {
+    crate::futex::sys::const_fn! {
+        /// A latch that opens after `count` count-downs (at once, if `count` is 0).
+        ///
+        /// # Panics
+        ///
+        /// If `count` is above [`MAX_LATCH_COUNT`] (2^31 - 1).
+        #[must_use]
+        pub const fn new(count: u32) -> RawLatch {
+            assert!(count <= COUNT, "a latch counts down from at most 2^31 - 1");
+            RawLatch {
+                word: Futex::new(count),
+            }
+        }
+    }
+
+    /// Counts down by one; the count-down that reaches 0 releases every waiter.
+    ///
+    /// # Panics
+    ///
+    /// If the count is 0 already (more count-downs than the latch was made for).
+    pub fn count_down(&self) {
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            assert!(
+                word & COUNT != 0,
+                "count_down on a latch that is already open"
+            );
+            let count = (word & COUNT) - 1;
+            let next = if count == 0 {
+                0
+            } else {
+                (word & WAITERS) | count
+            };
+            match self
+                .word
+                .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        if word & COUNT == 1 && word & WAITERS != 0 {
+            let _ = Futex::wake_at(self.word.as_ptr(), i32::MAX as u32);
+        }
+    }
+
+    /// Blocks until the count is 0 or `deadline` passes; returns whether the count is 0.
+    pub fn wait(&self, deadline: Option<Deadline>) -> bool {
+        loop {
+            let word = self.word.load(Ordering::Acquire);
+            if word & COUNT == 0 {
+                return true;
+            }
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
+            if word & WAITERS == 0
+                && self
+                    .word
+                    .compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            // Woken, timed out, spuriously, or the count moved: look again.
+            let _ = self.word.wait(word | WAITERS, deadline);
+        }
+    }
+
+    /// The count-downs still to come (0: open).
+    pub fn count(&self) -> u32 {
+        self.word.load(Ordering::Acquire) & COUNT
+    }
+}
