@@ -14,10 +14,12 @@
 //! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
 //! | `semaphore.rs` | [`RawSemaphore`] | free permits, beside a count of sleepers             |
 //! | `latch.rs`   | [`RawLatch`]   | a count down to zero and a waiters bit                   |
+//! | `event.rs`   | [`RawEvent`]   | a set bit, a waiters bit and a generation                |
 //! | `shared/`    | [`RawSharedMutex`], [`RawSharedCondvar`], [`RawSharedRwLock`], [`RawSharedBarrier`] | process-shared and robust: robust words the kernel marks when their owner dies (`shared/mod.rs`) |
 
 mod barrier;
 mod condvar;
+mod event;
 // lock_api's `INIT` constants need `const` constructors, which a model checker's atomics do
 // not have: under one, lock_api's traits are not implemented.
 mod latch;
@@ -32,6 +34,7 @@ mod shared;
 
 pub use barrier::RawBarrier;
 pub use condvar::RawCondvar;
+pub use event::RawEvent;
 pub use latch::{RawLatch, MAX_LATCH_COUNT};
 pub use mutex::RawMutex;
 pub use rwlock::RawRwLock;

@@ -36,6 +36,7 @@
 
 mod barrier;
 mod condvar;
+mod event;
 mod latch;
 mod mutex;
 pub mod nonpoison;
@@ -47,6 +48,7 @@ mod serde;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use event::Event;
 pub use latch::Latch;
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
