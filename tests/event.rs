@@ -9,15 +9,20 @@ use std::time::{Duration, Instant};
 use futexkit::sync::Event;
 use futexkit_support::blocked::spawn_blocked;
 
+/// `n` threads in `event.wait()`, returned once each is asleep in it.
+fn asleep_in_wait(event: &Arc<Event>, n: usize) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let event = Arc::clone(event);
+            spawn_blocked(move || event.wait())
+        })
+        .collect()
+}
+
 #[test]
 fn set_releases_every_sleeping_waiter_and_later_waits() {
     let event = Arc::new(Event::new(false));
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let event = Arc::clone(&event);
-            spawn_blocked(move || event.wait())
-        })
-        .collect();
+    let waiters = asleep_in_wait(&event, 3);
     event.set();
     for waiter in waiters {
         waiter.join().unwrap();
@@ -30,12 +35,7 @@ fn set_releases_every_sleeping_waiter_and_later_waits() {
 #[test]
 fn a_set_then_reset_still_releases_the_threads_waiting_then() {
     let event = Arc::new(Event::new(false));
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let event = Arc::clone(&event);
-            spawn_blocked(move || event.wait())
-        })
-        .collect();
+    let waiters = asleep_in_wait(&event, 3);
     event.set();
     event.reset(); // before the woken waiters run, most likely
     for waiter in waiters {

@@ -102,26 +102,9 @@ impl RawBarrier {
         }
         let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
         crate::spin::spin_for_arrivals(self.parties, released);
-        loop {
-            let state = self.state.load(Ordering::Acquire);
-            if state & GENERATION != generation {
-                return false;
-            }
-            if state & SLEEPERS == 0
-                && self
-                    .state
-                    .compare_exchange(
-                        state,
-                        state | SLEEPERS,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_err()
-            {
-                continue;
-            }
-            // Woken, spuriously, or the word changed (another arrival): look again.
-            let _ = self.state.wait(state | SLEEPERS, None);
-        }
+        super::sleep_until(&self.state, SLEEPERS, None, |state| {
+            state & GENERATION != generation
+        });
+        false
     }
 }

@@ -110,25 +110,9 @@ impl RawEvent {
             return true;
         }
         let generation = began & GENERATION;
-        loop {
-            let word = self.word.load(Ordering::Acquire);
-            if word & SET != 0 || word & GENERATION != generation {
-                return true;
-            }
-            if deadline.is_some_and(|d| d.has_passed()) {
-                return false;
-            }
-            if word & WAITERS == 0
-                && self
-                    .word
-                    .compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                continue;
-            }
-            // Woken, timed out, spuriously, or the word changed: look again.
-            let _ = self.word.wait(word | WAITERS, deadline);
-        }
+        super::sleep_until(&self.word, WAITERS, deadline, |word| {
+            word & SET != 0 || word & GENERATION != generation
+        })
     }
 
     /// Whether the event is set now.

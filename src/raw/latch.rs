@@ -110,25 +110,7 @@ impl RawLatch {
 
     /// Blocks until the count is 0 or `deadline` passes; returns whether the count is 0.
     pub fn wait(&self, deadline: Option<Deadline>) -> bool {
-        loop {
-            let word = self.word.load(Ordering::Acquire);
-            if word & COUNT == 0 {
-                return true;
-            }
-            if deadline.is_some_and(|d| d.has_passed()) {
-                return false;
-            }
-            if word & WAITERS == 0
-                && self
-                    .word
-                    .compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                continue;
-            }
-            // Woken, timed out, spuriously, or the count moved: look again.
-            let _ = self.word.wait(word | WAITERS, deadline);
-        }
+        super::sleep_until(&self.word, WAITERS, deadline, |word| word & COUNT == 0)
     }
 
     /// The count-downs still to come (0: open).

@@ -20,9 +20,9 @@
 mod barrier;
 mod condvar;
 mod event;
+mod latch;
 // lock_api's `INIT` constants need `const` constructors, which a model checker's atomics do
 // not have: under one, lock_api's traits are not implemented.
-mod latch;
 #[cfg(all(feature = "lock_api", not(any(futexkit_loom, futexkit_shuttle))))]
 mod lock_api;
 #[cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
@@ -43,3 +43,37 @@ pub use shared::{
     Acquired, BarrierError, Party, RawLockError, RawSharedBarrier, RawSharedCondvar,
     RawSharedMutex, RawSharedRwLock, ReaderSlot, BARRIER_MAX_PARTIES, READER_SLOTS,
 };
+
+/// Sleeps on `word` until `done(value)` holds for a value read from it (returns true) or
+/// `deadline` passes (returns false): the waiting half of the one-word primitives whose waker
+/// wakes every sleeper (barrier, latch, event). Before each sleep it sets `waiters` in the word
+/// by CAS and sleeps on the value with that bit, so a waker that changes the word by a
+/// read-modify-write either sees the bit (and wakes) or makes the CAS or the sleep's compare
+/// fail. A look comes before the deadline check, so a wake is never dropped. The loads are
+/// acquire: what the waker did before its release happens before this returns true.
+pub(crate) fn sleep_until(
+    word: &crate::futex::Futex,
+    waiters: u32,
+    deadline: Option<crate::futex::Deadline>,
+    done: impl Fn(u32) -> bool,
+) -> bool {
+    use crate::atomic::Ordering;
+    loop {
+        let value = word.load(Ordering::Acquire);
+        if done(value) {
+            return true;
+        }
+        if deadline.is_some_and(|d| d.has_passed()) {
+            return false;
+        }
+        if value & waiters == 0
+            && word
+                .compare_exchange(value, value | waiters, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        // Woken, timed out, spuriously, or the word changed: look again.
+        let _ = word.wait(value | waiters, deadline);
+    }
+}
