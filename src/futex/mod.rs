@@ -629,8 +629,9 @@ impl WakeOp {
     }
 }
 
-/// This thread's kernel thread id (`gettid`, a system call each time: a cached id would be
-/// wrong in a child after `fork`): the value an owner-TID word holds (the PI family,
+/// This thread's kernel thread id (`gettid`, asked once per thread and cached; a `fork`
+/// child asks again, through a `pthread_atfork` handler, so a child never acts under its
+/// parent's id): the value an owner-TID word holds (the PI family, [`PiMutex`](crate::sync::PiMutex),
 /// [`crate::spin::wait_on_owner`]). Under a model checker, a distinct nonzero id per model
 /// thread.
 ///

@@ -15,6 +15,7 @@
 //! | `semaphore.rs` | [`RawSemaphore`] | free permits, beside a count of sleepers             |
 //! | `latch.rs`   | [`RawLatch`]   | a count down to zero and a waiters bit                   |
 //! | `event.rs`   | [`RawEvent`]   | a set bit, a waiters bit and a generation                |
+//! | `pi_mutex.rs` | [`RawPiMutex`] | the kernel's priority-inheritance word: owner id and a waiters bit |
 //! | `shared/`    | [`RawSharedMutex`], [`RawSharedCondvar`], [`RawSharedRwLock`], [`RawSharedBarrier`] | process-shared and robust: robust words the kernel marks when their owner dies (`shared/mod.rs`) |
 
 mod barrier;
@@ -28,6 +29,7 @@ mod lock_api;
 #[cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 mod lock_api_05;
 mod mutex;
+mod pi_mutex;
 mod rwlock;
 mod semaphore;
 mod shared;
@@ -37,6 +39,7 @@ pub use condvar::RawCondvar;
 pub use event::RawEvent;
 pub use latch::{RawLatch, MAX_LATCH_COUNT};
 pub use mutex::RawMutex;
+pub use pi_mutex::{PiUnsupported, RawPiMutex};
 pub use rwlock::RawRwLock;
 pub use semaphore::RawSemaphore;
 pub use shared::{

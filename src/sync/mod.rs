@@ -40,6 +40,7 @@ mod event;
 mod latch;
 mod mutex;
 pub mod nonpoison;
+mod pi_mutex;
 mod poison;
 mod rwlock;
 mod semaphore;
@@ -51,6 +52,7 @@ pub use condvar::{Condvar, WaitTimeoutResult};
 pub use event::Event;
 pub use latch::Latch;
 pub use mutex::{Mutex, MutexGuard};
+pub use pi_mutex::{PiMutex, PiMutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 #[allow(deprecated)]
@@ -94,6 +96,8 @@ where
 
 /// What every lock and guard has alike, written once: `Default` and `From` for a lock (a new,
 /// unlocked lock around the value), `Debug` and `Display` for its guards (the data's own).
+/// A lock with a fallible constructor (the [`PiMutex`]) takes only the guards' part:
+/// `lock_impls!(guards: PiMutexGuard)`.
 macro_rules! lock_impls {
     ($lock:ident; $($guard:ident),+) => {
         impl<T: Default> Default for $lock<T> {
@@ -108,6 +112,9 @@ macro_rules! lock_impls {
             }
         }
 
+        $crate::sync::lock_impls!(guards: $($guard),+);
+    };
+    (guards: $($guard:ident),+) => {
         $(
             impl<T: ?Sized + fmt::Debug> fmt::Debug for $guard<'_, T> {
                 fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -123,4 +130,4 @@ macro_rules! lock_impls {
         )+
     };
 }
-use lock_impls;
+pub(crate) use lock_impls;

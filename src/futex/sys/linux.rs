@@ -23,9 +23,31 @@ use super::{check, Errno, FutexWaitv, RobustListHead};
 /// False: spins run their full budgets (`model.rs` shrinks them to one look).
 pub(crate) const MODEL_CHECKED: bool = false;
 
-/// This thread's kernel thread id (see [`crate::futex::current_tid`]).
+/// This thread's kernel thread id (see [`crate::futex::current_tid`]), from a per-thread
+/// cache. A `fork` child's one thread has a new id but inherits its parent thread's cache, so
+/// the cache holds the fork count it was filled under, and a `pthread_atfork` child handler,
+/// registered before any cache is filled, bumps the count in the child.
 pub(crate) fn current_tid() -> u32 {
-    super::thread::gettid()
+    static FORKS: AtomicU32 = AtomicU32::new(0);
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    extern "C" fn count_fork_in_child() {
+        FORKS.fetch_add(1, Ordering::Relaxed);
+    }
+    thread_local! {
+        // (the fork count when filled, the id); id 0 is never a thread's, so it means empty.
+        static CACHE: core::cell::Cell<(u32, u32)> = const { core::cell::Cell::new((0, 0)) };
+    }
+    REGISTER.call_once(|| super::thread::on_fork_in_child(count_fork_in_child));
+    // Only this thread forks this thread's image, so no fork falls between these loads and the
+    // store below.
+    let forks = FORKS.load(Ordering::Relaxed);
+    let cached = CACHE.try_with(core::cell::Cell::get).unwrap_or((0, 0));
+    if cached.1 != 0 && cached.0 == forks {
+        return cached.1;
+    }
+    let tid = super::thread::gettid();
+    let _ = CACHE.try_with(|cache| cache.set((forks, tid)));
+    tid
 }
 
 // futex2 syscall numbers are the same in every architecture's table since the tables were

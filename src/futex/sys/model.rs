@@ -13,7 +13,10 @@
 //! Modelled: `FUTEX_WAIT(_BITSET)`, `FUTEX_WAKE(_BITSET)`, `FUTEX_(CMP_)REQUEUE` and
 //! `FUTEX_WAKE_OP`, with the kernel's answers (`EAGAIN` on a mismatch, `ETIMEDOUT`, `EINVAL`
 //! for a requeue onto the same word) and its quirk of waking one waiter for a count of 0 in
-//! `FUTEX_WAKE_OP`. Every other operation answers `ENOSYS` without reading memory, as a kernel
+//! `FUTEX_WAKE_OP`; and the PI lock's untimed `FUTEX_LOCK_PI`, `FUTEX_TRYLOCK_PI` and
+//! `FUTEX_UNLOCK_PI` on the kernel's word protocol (owner id, `WAITERS` while a thread is
+//! queued, an unlock that hands the lock to the longest waiter), without priorities or owner
+//! deaths. Every other operation answers `ENOSYS` without reading memory, as a kernel
 //! without it would, so the probe finds nothing and the fallbacks run.
 
 #[cfg(futexkit_loom)]
@@ -112,6 +115,9 @@ struct Waiter {
     addr: usize,
     bitset: u32,
     id: u64,
+    /// The thread id of a `FUTEX_LOCK_PI` waiter, which an unlock writes into the word; 0 for
+    /// the other waits.
+    pi_tid: u32,
 }
 
 struct Table {
@@ -163,6 +169,12 @@ pub(crate) unsafe fn futex(
         op::CMP_REQUEUE => unsafe { compare_and_requeue(uaddr, val3, val, uaddr2, arg4 as u32) },
         // SAFETY: wake-op writes `uaddr2`, a live word by the caller's guarantee.
         op::WAKE_OP => unsafe { wake_op(uaddr, val, uaddr2, arg4 as u32, val3) },
+        // SAFETY: the PI calls read and write `uaddr`, a live word by the caller's guarantee.
+        op::LOCK_PI if !timed => unsafe { lock_pi(uaddr, true) },
+        // SAFETY: as above.
+        op::TRYLOCK_PI => unsafe { lock_pi(uaddr, false) },
+        // SAFETY: as above.
+        op::UNLOCK_PI => unsafe { unlock_pi(uaddr) },
         _ => Err(libc::ENOSYS),
     }
 }
@@ -260,7 +272,12 @@ unsafe fn wait(uaddr: *const u32, expected: u32, bitset: u32, timed: bool) -> Re
     }
     let id = table.next_id;
     table.next_id += 1;
-    table.waiters.push(Waiter { addr, bitset, id });
+    table.waiters.push(Waiter {
+        addr,
+        bitset,
+        id,
+        pi_tid: 0,
+    });
     if timed {
         drop(table);
         yield_now();
@@ -275,6 +292,80 @@ unsafe fn wait(uaddr: *const u32, expected: u32, bitset: u32, timed: bool) -> Re
     }
     while table.waiters.iter().any(|w| w.id == id) {
         table = FUTEXES.woken.wait(table).unwrap();
+    }
+    Ok(0)
+}
+
+/// The emulated `FUTEX_LOCK_PI` (`block`) or `FUTEX_TRYLOCK_PI`: takes a word with no owner;
+/// else (blocking) sets `WAITERS` and queues until an unlock hands the lock over.
+///
+/// # Safety
+///
+/// `uaddr` points to a live [`AtomicU32`].
+unsafe fn lock_pi(uaddr: *const u32, block: bool) -> Result<usize, Errno> {
+    use crate::futex::pi_bits::{TID_MASK, WAITERS};
+    // SAFETY: the caller's guarantee.
+    let word = unsafe { AtomicU32::from_ptr(uaddr.cast_mut()) };
+    let addr = uaddr as usize;
+    let me = current_tid();
+    let mut table = FUTEXES.table.lock().unwrap();
+    // The owner's user-space unlock may change the word meanwhile: every change here is a CAS
+    // from the value just read, as the kernel's.
+    let mut value = word.load(Ordering::SeqCst);
+    loop {
+        let (next, taken) = match value & TID_MASK {
+            0 => (me | (value & WAITERS), true),
+            owner if owner == me => return Err(libc::EDEADLK),
+            _ if !block => return Err(libc::EAGAIN),
+            _ => (value | WAITERS, false),
+        };
+        match word.compare_exchange(value, next, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) if taken => return Ok(0),
+            Ok(_) => break,
+            Err(now) => value = now,
+        }
+    }
+    let id = table.next_id;
+    table.next_id += 1;
+    table.waiters.push(Waiter {
+        addr,
+        bitset: 0,
+        id,
+        pi_tid: me,
+    });
+    while table.waiters.iter().any(|w| w.id == id) {
+        table = FUTEXES.woken.wait(table).unwrap();
+    }
+    Ok(0)
+}
+
+/// The emulated `FUTEX_UNLOCK_PI`: the owner hands the lock to the longest waiter (`WAITERS`
+/// stays while others remain), or frees it.
+///
+/// # Safety
+///
+/// `uaddr` points to a live [`AtomicU32`].
+unsafe fn unlock_pi(uaddr: *const u32) -> Result<usize, Errno> {
+    use crate::futex::pi_bits::{TID_MASK, WAITERS};
+    // SAFETY: the caller's guarantee.
+    let word = unsafe { AtomicU32::from_ptr(uaddr.cast_mut()) };
+    let addr = uaddr as usize;
+    let mut table = FUTEXES.table.lock().unwrap();
+    if word.load(Ordering::SeqCst) & TID_MASK != current_tid() {
+        return Err(libc::EPERM);
+    }
+    let is_pi_waiter = |w: &Waiter| w.addr == addr && w.pi_tid != 0;
+    match table.waiters.iter().position(is_pi_waiter) {
+        None => word.store(0, Ordering::SeqCst),
+        Some(pos) => {
+            let next = table.waiters.remove(pos);
+            let more = table.waiters.iter().any(is_pi_waiter);
+            word.store(
+                next.pi_tid | if more { WAITERS } else { 0 },
+                Ordering::SeqCst,
+            );
+            FUTEXES.woken.notify_all();
+        }
     }
     Ok(0)
 }

@@ -1,0 +1,173 @@
+//! The priority-inheritance mutex protocol: the kernel's PI futex word, taken and released in
+//! user space while nobody waits. `futexkit::sync::PiMutex` is this with std's API.
+//!
+//! ## State
+//!
+//! The word is the kernel's (`FUTEX_LOCK_PI`, see [`pi_bits`]):
+//!
+//! | field        | bits | meaning | set by | cleared by |
+//! |--------------|------|---------|--------|------------|
+//! | owner        | 0-29 | the holder's thread id; 0: free | a lock's CAS from 0; the kernel, for a thread it lets in | an unlock's CAS to 0; the kernel's unlock, which writes the next owner |
+//! | `WAITERS`    | 31   | threads are queued in the kernel | the kernel, as a thread queues | the kernel's unlock, as the last queued thread gets the lock |
+//! | `OWNER_DIED` | 30   | never set here: only a robust list's owner death sets it, and these words are on none | | |
+//!
+//! Invariant, **no lost waiter**: while any thread is queued the word has `WAITERS` set, so
+//! the user-space unlock (a CAS from exactly this thread's id to 0) fails and the unlock goes
+//! through `FUTEX_UNLOCK_PI`, which hands the lock to the queued thread of highest priority.
+//! While threads are queued the kernel lends the owner the highest of their priorities: this
+//! is the inversion the lock prevents.
+//!
+//! ## Transitions
+//!
+//! * **lock**: CAS `0 -> tid`. Else `FUTEX_LOCK_PI`, in which the kernel queues the thread
+//!   (setting `WAITERS`) or takes the lock for it. No spinning: the thread that would spin
+//!   may be the one whose priority the owner needs.
+//! * **unlock**: CAS `tid -> 0`. Else (`WAITERS`) `FUTEX_UNLOCK_PI`.
+//!
+//! [`pi_bits`]: crate::futex::pi_bits
+
+use core::fmt;
+use std::time::{Duration, Instant};
+
+use crate::atomic::Ordering;
+use crate::futex::{current_tid, pi_bits, Capability, Deadline, Error, Futex};
+
+/// The kernel lacks priority-inheritance futexes (`CONFIG_FUTEX_PI`), or `FUTEXKIT_DISABLE`
+/// names `pi`: [`RawPiMutex::new`] and [`PiMutex::new`](crate::sync::PiMutex::new) refuse, as
+/// `pthread_mutex_init` refuses a `PTHREAD_PRIO_INHERIT` mutex there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PiUnsupported;
+
+impl fmt::Display for PiUnsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("this kernel has no priority-inheritance futexes (CONFIG_FUTEX_PI)")
+    }
+}
+
+impl std::error::Error for PiUnsupported {}
+
+/// A priority-inheritance mutex: the kernel's PI futex word. Its protocol and state table are
+/// at the top of `src/raw/pi_mutex.rs`.
+///
+/// ```
+/// use futexkit::raw::RawPiMutex;
+///
+/// let lock = RawPiMutex::new().expect("the kernel has PI futexes");
+/// lock.lock();
+/// assert!(!lock.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { lock.unlock() };
+/// ```
+pub struct RawPiMutex {
+    word: Futex,
+}
+
+impl fmt::Debug for RawPiMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawPiMutex")
+            .field("locked", &self.is_locked())
+            .finish()
+    }
+}
+
+impl RawPiMutex {
+    /// A free PI mutex, if the kernel has PI futexes (probed once per process).
+    ///
+    /// # Errors
+    ///
+    /// [`PiUnsupported`] where the kernel lacks them.
+    pub fn new() -> Result<RawPiMutex, PiUnsupported> {
+        if !crate::futex::sys::MODEL_CHECKED && !crate::capabilities().has(Capability::Pi) {
+            return Err(PiUnsupported);
+        }
+        Ok(RawPiMutex {
+            word: Futex::new(0),
+        })
+    }
+
+    /// Blocks until this thread holds the lock, lending the holder this thread's priority
+    /// meanwhile.
+    ///
+    /// # Panics
+    ///
+    /// If this thread holds the lock already (the kernel reports the deadlock), or its holder
+    /// thread exited holding it.
+    pub fn lock(&self) {
+        if !self.try_lock() {
+            self.lock_contended(None);
+        }
+    }
+
+    /// Takes the lock if it is free now; returns whether it did.
+    pub fn try_lock(&self) -> bool {
+        self.word
+            .compare_exchange(0, current_tid(), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Blocks until this thread holds the lock or `deadline` passes; returns whether it holds
+    /// it.
+    ///
+    /// # Panics
+    ///
+    /// As [`lock`](RawPiMutex::lock).
+    pub fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)))
+    }
+
+    /// Blocks until this thread holds the lock or `timeout` passes; returns whether it holds
+    /// it.
+    ///
+    /// # Panics
+    ///
+    /// As [`lock`](RawPiMutex::lock).
+    pub fn try_lock_for(&self, timeout: Duration) -> bool {
+        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)))
+    }
+
+    /// Releases the lock, to the queued thread of highest priority if any.
+    ///
+    /// # Safety
+    ///
+    /// This thread holds the lock.
+    pub unsafe fn unlock(&self) {
+        if self
+            .word
+            .compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            // Threads are queued: the kernel hands the lock over. It refuses only a thread
+            // that is not the owner, which the caller promised this one is.
+            let unlocked = self.word.unlock_pi();
+            debug_assert_eq!(unlocked, Ok(()), "FUTEX_UNLOCK_PI by the owner");
+        }
+    }
+
+    /// Whether some thread holds the lock now.
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & pi_bits::TID_MASK != 0
+    }
+
+    /// The slow path: the kernel queues this thread, boosting the holder, until the lock is
+    /// this thread's or `deadline` passes.
+    #[cold]
+    fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        let locked = match deadline {
+            None => self.word.lock_pi(None),
+            // LOCK_PI2 measures a monotonic deadline; LOCK_PI converts it to the realtime clock.
+            Some(_) if crate::capabilities().has(Capability::LockPi2) => {
+                self.word.lock_pi2(deadline)
+            }
+            Some(_) => self.word.lock_pi(deadline),
+        };
+        match locked {
+            Ok(()) => true,
+            Err(Error::TimedOut) => false,
+            Err(Error::WouldDeadlock) => panic!("this thread already holds the PiMutex"),
+            Err(Error::NoSuchOwner | Error::OwnerDied) => {
+                panic!("the PiMutex's holder thread exited holding it")
+            }
+            Err(other) => panic!("FUTEX_LOCK_PI failed: {other}"),
+        }
+    }
+}
