@@ -92,3 +92,29 @@ fn a_timed_acquirer_never_strands_a_permit() {
         assert_eq!(shared.available(), 1);
     });
 }
+
+/// An auto-reset event's shape: permits released up to 1. Two waiters, and a setter that sets
+/// again only after a waiter acknowledged the last set: each set must reach a waiter even
+/// though it adds a permit only when none is free.
+#[test]
+fn capped_releases_reach_every_waiter() {
+    check(3, || {
+        let shared = Arc::new((RawSemaphore::new(0), RawSemaphore::new(0)));
+        let waiter = |(signal, ack): &(RawSemaphore, RawSemaphore)| {
+            signal.acquire();
+            ack.release(1);
+        };
+        let work: Vec<Box<dyn FnOnce(&(RawSemaphore, RawSemaphore)) + Send>> = vec![
+            Box::new(|(signal, ack): &(RawSemaphore, RawSemaphore)| {
+                for _ in 0..2 {
+                    assert_eq!(signal.release_up_to(1, 1), 1, "the last set was consumed");
+                    ack.acquire();
+                }
+            }),
+            Box::new(waiter),
+            Box::new(waiter),
+        ];
+        in_threads(&shared, work);
+        assert_eq!(shared.0.available(), 0);
+    });
+}

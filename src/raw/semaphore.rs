@@ -28,7 +28,9 @@
 //!   permit: take one if `permits > 0`, else sleep on `permits == 0` (giving up if its deadline
 //!   has passed); then take itself out of `sleepers`.
 //! * **release(n)**: add `n` to `permits` (refusing to pass `u32::MAX`); if `sleepers` is not 0,
-//!   wake `n` threads.
+//!   wake `n` threads. **release_up_to(n, max)** adds as many of the `n` as keep `permits` at
+//!   most `max` (one read-modify-write, or none when it adds nothing) and wakes that many: an
+//!   auto-reset event is a semaphore released up to 1.
 
 use core::fmt;
 use std::time::{Duration, Instant};
@@ -126,8 +128,36 @@ impl RawSemaphore {
         {
             panic!("a semaphore holds at most u32::MAX free permits");
         }
-        if self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
-            let _ = self.permits.wake(n);
+        self.wake_for(n);
+    }
+
+    /// Adds as many of `n` permits as keep the free permits at most `max`, waking as many
+    /// sleeping acquirers as it added; returns how many it added.
+    ///
+    /// ```
+    /// use futexkit::raw::RawSemaphore;
+    ///
+    /// let signal = RawSemaphore::new(0);
+    /// assert_eq!(signal.release_up_to(1, 1), 1);
+    /// assert_eq!(signal.release_up_to(1, 1), 0, "already at its maximum");
+    /// assert_eq!(signal.available(), 1);
+    /// ```
+    pub fn release_up_to(&self, n: u32, max: u32) -> u32 {
+        let mut added = 0;
+        let _ = self
+            .permits
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |p| {
+                added = n.min(max.saturating_sub(p));
+                (added > 0).then(|| p + added)
+            });
+        self.wake_for(added);
+        added
+    }
+
+    /// After `added` permits went into `permits`: wake as many sleepers, if any is counted.
+    fn wake_for(&self, added: u32) {
+        if added > 0 && self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
+            let _ = self.permits.wake(added);
         }
     }
 

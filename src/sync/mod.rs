@@ -3,7 +3,9 @@
 //!
 //! futexkit's own: [`Mutex`], [`MutexGuard`], [`Condvar`], [`WaitTimeoutResult`], [`RwLock`],
 //! [`RwLockReadGuard`], [`RwLockWriteGuard`], [`Barrier`], [`BarrierWaitResult`], each written
-//! over the protocol of [`crate::raw`], which knows nothing of guards or poison. std's own, re-exported: everything else
+//! over the protocol of [`crate::raw`], which knows nothing of guards or poison. Beyond std's
+//! types: [`Semaphore`], [`Latch`], [`Event`], [`AutoResetEvent`] and [`PiMutex`] (priority
+//! inheritance). std's own, re-exported: everything else
 //! std stabilized in `std::sync` (`Arc`, `Weak`, `Once`, `OnceState`, `OnceLock`, `LazyLock`,
 //! `mpsc`, `atomic`, the poison and try-lock result types, and the deprecated `ONCE_INIT`).
 //! The lock results are std's types, so code that matches on them is unchanged.
@@ -34,6 +36,7 @@
 //! assert_eq!(log.lock().unwrap().len(), 4);
 //! ```
 
+mod auto_reset_event;
 mod barrier;
 mod condvar;
 mod event;
@@ -47,6 +50,7 @@ mod semaphore;
 #[cfg(feature = "serde")]
 mod serde;
 
+pub use auto_reset_event::AutoResetEvent;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use event::Event;
