@@ -12,7 +12,7 @@
 //! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and three waiting / phase bits |
 //! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
 //! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
-//! | `semaphore.rs` | [`RawSemaphore`] | free permits, beside a count of sleepers             |
+//! | `semaphore.rs` | [`RawSemaphore`] | free permits and a waiters bit                          |
 //! | `latch.rs`   | [`RawLatch`]   | a count down to zero and a waiters bit                   |
 //! | `event.rs`   | [`RawEvent`]   | a set bit, a waiters bit and a generation                |
 //! | `pi_mutex.rs` | [`RawPiMutex`] | the kernel's priority-inheritance word: owner id and a waiters bit |
@@ -41,7 +41,7 @@ pub use latch::{RawLatch, MAX_LATCH_COUNT};
 pub use mutex::RawMutex;
 pub use pi_mutex::{PiUnsupported, RawPiMutex};
 pub use rwlock::RawRwLock;
-pub use semaphore::RawSemaphore;
+pub use semaphore::{RawSemaphore, MAX_PERMITS};
 pub use shared::{
     Acquired, BarrierError, Party, RawLockError, RawSharedBarrier, RawSharedCondvar,
     RawSharedMutex, RawSharedRwLock, ReaderSlot, BARRIER_MAX_PARTIES, READER_SLOTS,

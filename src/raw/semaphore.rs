@@ -1,46 +1,57 @@
-//! The counting semaphore protocol: a futex word of free permits and a count of sleepers.
-//! `futexkit::sync::Semaphore` is this with RAII permits.
+//! The counting semaphore protocol, on one futex word. `futexkit::sync::Semaphore` is this with
+//! RAII permits, `futexkit::sync::AutoResetEvent` this with at most one permit.
 //!
 //! ## State
 //!
-//! | field | meaning | set by | cleared by |
-//! |-------|---------|--------|------------|
-//! | `permits` (the futex word) | permits free now | a release adds its permits (one read-modify-write) | an acquire takes one (a CAS from a value above 0) |
-//! | `sleepers` | threads counted as about to sleep on `permits`, or asleep | a waiter adds itself before its last look at `permits` | the same waiter, once it took a permit or gave up |
+//! | field     | bits | meaning | set by | cleared by |
+//! |-----------|------|---------|--------|------------|
+//! | count     | 0-30 | permits free now | a release, adding its permits | an acquire, taking one (a CAS from a count above 0) |
+//! | `WAITERS` | 31   | threads may sleep on the word: the next release must wake | a waiter, by CAS, before it sleeps; a woken thread, in the CAS that takes its permit; a woken timed waiter that gives up | every release (which then wakes as many as it added) |
 //!
-//! Invariant, **no lost wakeup**: a thread sleeps only on `permits == 0`, and only after
-//! counting itself in `sleepers`; a release adds to `permits` and then reads `sleepers`. Both
-//! sides touch `sleepers` with an acquire-release read-modify-write (the release adds 0, as the
-//! Condvar's notify does), so the two are ordered in `sleepers`' modification order and each
-//! reads the latest value. If the release's comes second, it sees the waiter counted and wakes
-//! as many threads as it added permits. If the waiter's comes second, it synchronizes with the
-//! release's, so the release's add to `permits` happens before the waiter's look at `permits`
-//! (and the kernel's compare in its `FUTEX_WAIT`), which sees the permits. A woken thread looks at `permits` before it minds its
-//! deadline, so a wake is never spent on a thread that then leaves a permit behind for a
-//! sleeper nobody wakes. A woken thread that finds the permits taken by one that never slept
-//! sleeps again: that thread's own release will wake again. No order among waiters is
-//! promised.
+//! Invariant, **no lost wakeup** (the Mutex's, `src/raw/mutex.rs`, with permits for the lock):
+//! a thread sleeps only on the value "count 0, `WAITERS`", so a release, which changes the word
+//! by one read-modify-write, either sees the bit or makes the sleep's compare fail. A release
+//! clears the bit and wakes as many as it added, so while sleepers remain without the bit,
+//! some woken thread is *in flight*, and every woken thread carries the bit on:
+//!
+//! 1. when it takes a permit it sets `WAITERS` in the same CAS (other sleepers may remain), and
+//!    if permits are still free it wakes one more (a release that found the bit clear while
+//!    it was in flight added them without waking anyone);
+//! 2. when it finds no permit it sets `WAITERS` again before it sleeps;
+//! 3. when it gives up at its deadline it wakes one more if permits are free, else sets
+//!    `WAITERS`, so a wake it took is never lost.
+//!
+//! A thread whose sleeps all ended otherwise (the word changed first, the time ran out) was
+//! never woken and owes nothing: a release's wake goes to a thread asleep then, if any. A woken
+//! thread looks at the count before it minds its deadline. No order among waiters is promised:
+//! a thread arriving may take a permit before a woken one, which then sleeps again. A waiter
+//! does not spin: a permit's holder may keep it for long, and the thread that would release it
+//! may need this CPU (an auto-reset event's hand-off).
 //!
 //! ## Transitions
 //!
-//! * **acquire**: CAS `permits` from `p > 0` to `p - 1`. Else spin while `permits` is 0 (the
-//!   lock waiter's rule, [`SpinWait`]), then count itself in `sleepers` and, until it has a
-//!   permit: take one if `permits > 0`, else sleep on `permits == 0` (giving up if its deadline
-//!   has passed); then take itself out of `sleepers`.
-//! * **release(n)**: add `n` to `permits` (refusing to pass `u32::MAX`); if `sleepers` is not 0,
-//!   wake `n` threads. **release_up_to(n, max)** adds as many of the `n` as keep `permits` at
-//!   most `max` (one read-modify-write, or none when it adds nothing) and wakes that many: an
-//!   auto-reset event is a semaphore released up to 1.
+//! * **acquire**: CAS the count from `c > 0` to `c - 1`, keeping the bit. Else, until it has a
+//!   permit: take one if the count is above 0 (with `WAITERS` once woken, then rule 1),
+//!   else set `WAITERS` and sleep on "count 0, `WAITERS`" (giving up at its deadline, rule 3).
+//! * **release(n)**: one CAS from `w` to count + `n` without `WAITERS` (refusing to pass
+//!   [`MAX_PERMITS`]); if `w` had `WAITERS`, wake `n` threads. **release_up_to(n, max)** adds
+//!   only as many of the `n` as keep the count at most `max`, and touches nothing when that is
+//!   none (an auto-reset event is a semaphore released up to 1).
 
 use core::fmt;
 use std::time::{Duration, Instant};
 
-use crate::atomic::{AtomicU32, Ordering};
+use crate::atomic::Ordering;
 use crate::futex::{Deadline, Futex};
-use crate::spin::SpinWait;
 
-/// A counting semaphore: a futex word of free permits and a count of sleepers. Its protocol
-/// and state table are at the top of `src/raw/semaphore.rs`.
+const COUNT: u32 = (1 << 31) - 1;
+const WAITERS: u32 = 1 << 31;
+
+/// The most free permits a [`RawSemaphore`] holds (2^31 - 1).
+pub const MAX_PERMITS: u32 = COUNT;
+
+/// A counting semaphore: one futex word of free permits and a waiters bit. Its protocol and
+/// state table are at the top of `src/raw/semaphore.rs`.
 ///
 /// ```
 /// use futexkit::raw::RawSemaphore;
@@ -52,8 +63,7 @@ use crate::spin::SpinWait;
 /// assert!(slots.try_acquire());
 /// ```
 pub struct RawSemaphore {
-    permits: Futex,
-    sleepers: AtomicU32,
+    word: Futex,
 }
 
 impl fmt::Debug for RawSemaphore {
@@ -67,11 +77,15 @@ impl fmt::Debug for RawSemaphore {
 impl RawSemaphore {
     crate::futex::sys::const_fn! {
         /// A semaphore with `permits` free permits.
+        ///
+        /// # Panics
+        ///
+        /// If `permits` is above [`MAX_PERMITS`].
         #[must_use]
         pub const fn new(permits: u32) -> RawSemaphore {
+            assert!(permits <= MAX_PERMITS, "a semaphore holds at most 2^31 - 1 permits");
             RawSemaphore {
-                permits: Futex::new(permits),
-                sleepers: AtomicU32::new(0),
+                word: Futex::new(permits),
             }
         }
     }
@@ -85,16 +99,16 @@ impl RawSemaphore {
 
     /// Takes a permit if one is free now; returns whether it did.
     pub fn try_acquire(&self) -> bool {
-        let mut permits = self.permits.load(Ordering::Relaxed);
-        while permits > 0 {
-            match self.permits.compare_exchange_weak(
-                permits,
-                permits - 1,
+        let mut word = self.word.load(Ordering::Relaxed);
+        while word & COUNT > 0 {
+            match self.word.compare_exchange_weak(
+                word,
+                word - 1,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return true,
-                Err(now) => permits = now,
+                Err(now) => word = now,
             }
         }
         false
@@ -116,19 +130,21 @@ impl RawSemaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would pass `u32::MAX` (the count is left as it was).
+    /// If the free permits would pass [`MAX_PERMITS`] (the count is left as it was).
     pub fn release(&self, n: u32) {
         if n == 0 {
             return;
         }
-        if self
-            .permits
-            .fetch_update(Ordering::Release, Ordering::Relaxed, |p| p.checked_add(n))
-            .is_err()
-        {
-            panic!("a semaphore holds at most u32::MAX free permits");
+        let added = self
+            .word
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+                let count = (word & COUNT).checked_add(n).filter(|&c| c <= COUNT)?;
+                Some(count)
+            });
+        match added {
+            Ok(before) => self.wake_for(before, n),
+            Err(_) => panic!("a semaphore holds at most 2^31 - 1 free permits"),
         }
-        self.wake_for(n);
     }
 
     /// Adds as many of `n` permits as keep the free permits at most `max`, waking as many
@@ -143,59 +159,106 @@ impl RawSemaphore {
     /// assert_eq!(signal.available(), 1);
     /// ```
     pub fn release_up_to(&self, n: u32, max: u32) -> u32 {
+        let max = max.min(COUNT);
         let mut added = 0;
-        let _ = self
-            .permits
-            .fetch_update(Ordering::Release, Ordering::Relaxed, |p| {
-                added = n.min(max.saturating_sub(p));
-                (added > 0).then(|| p + added)
+        let before = self
+            .word
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+                added = n.min(max.saturating_sub(word & COUNT));
+                (added > 0).then(|| (word & COUNT) + added)
             });
-        self.wake_for(added);
-        added
-    }
-
-    /// After `added` permits went into `permits`: wake as many sleepers, if any is counted.
-    fn wake_for(&self, added: u32) {
-        if added > 0 && self.sleepers.fetch_add(0, Ordering::AcqRel) != 0 {
-            let _ = self.permits.wake(added);
+        if let Ok(before) = before {
+            self.wake_for(before, added);
         }
+        added
     }
 
     /// The permits free now (another thread may take or add some at any moment).
     pub fn available(&self) -> u32 {
-        self.permits.load(Ordering::Relaxed)
+        self.word.load(Ordering::Relaxed) & COUNT
     }
 
-    /// The slow path of an acquire: spin, then sleep counted in `sleepers`.
+    /// After a release replaced `before` (clearing `WAITERS`) adding `added` permits: wake as
+    /// many sleepers if the bit was set.
+    fn wake_for(&self, before: u32, added: u32) {
+        if before & WAITERS != 0 {
+            let _ = self.word.wake(added);
+        }
+    }
+
+    /// The slow path of an acquire: sleep until a permit is free, carrying the waiters bit on
+    /// after each sleep (rules 1-3 of the state table).
     #[cold]
     fn acquire_contended(&self, deadline: Option<Deadline>) -> bool {
-        let mut spin = SpinWait::new();
-        while self.permits.load(Ordering::Relaxed) == 0 && spin.spin() {}
-        self.sleepers.fetch_add(1, Ordering::AcqRel);
-        let taken = loop {
-            let permits = self.permits.load(Ordering::Relaxed);
-            if permits > 0 {
-                if self
-                    .permits
-                    .compare_exchange_weak(
-                        permits,
-                        permits - 1,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    break true;
+        let mut woken = false;
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            if word & COUNT > 0 {
+                let carried = if woken { WAITERS } else { 0 };
+                match self.word.compare_exchange_weak(
+                    word,
+                    (word - 1) | carried,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        if woken && (word - 1) & COUNT > 0 {
+                            let _ = self.word.wake(1);
+                        }
+                        return true;
+                    }
+                    Err(now) => {
+                        word = now;
+                        continue;
+                    }
                 }
-                continue;
             }
             if deadline.is_some_and(|d| d.has_passed()) {
-                break false;
+                if woken {
+                    self.pass_on();
+                }
+                return false;
             }
-            // Woken, timed out, spuriously, or the word changed: look again first.
-            let _ = self.permits.wait(0, deadline);
-        };
-        self.sleepers.fetch_sub(1, Ordering::Relaxed);
-        taken
+            if word & WAITERS == 0 {
+                if let Err(now) = self.word.compare_exchange_weak(
+                    word,
+                    word | WAITERS,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    word = now;
+                    continue;
+                }
+            }
+            // Only a wake (`Ok`) may have come from a release that cleared the bit, which this
+            // thread must then carry on; a sleep that ended otherwise owes nothing. Woken,
+            // timed out or not, look again first.
+            woken |= self.word.wait(WAITERS, deadline).is_ok();
+            word = self.word.load(Ordering::Relaxed);
+        }
+    }
+
+    /// A woken waiter that gives up: the wake it may have taken goes to another sleeper
+    /// if permits are free, else the next release is made to wake (rule 3).
+    fn pass_on(&self) {
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            if word & COUNT > 0 {
+                let _ = self.word.wake(1);
+                return;
+            }
+            if word & WAITERS != 0 {
+                return;
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                word | WAITERS,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => word = now,
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::raw::RawSemaphore;
 
 /// A counting semaphore: at most as many holders at once as it has permits. std has none
-/// (it removed its own); this is one futex word of free permits beside a count of sleepers.
+/// (it removed its own); this is one futex word of free permits and a waiters bit.
 /// A permit is a guard that gives its permit back when dropped;
 /// [`add_permits`](Semaphore::add_permits) adds permits that nobody took (a `sem_post`).
 /// Waiters are not served in arrival order.
@@ -50,6 +50,10 @@ unsafe impl Sync for SemaphorePermit<'_> {}
 impl Semaphore {
     crate::futex::sys::const_fn! {
         /// A semaphore with `permits` free permits.
+        ///
+        /// # Panics
+        ///
+        /// If `permits` is above [`MAX_PERMITS`](crate::raw::MAX_PERMITS) (2^31 - 1).
         #[must_use]
         pub const fn new(permits: u32) -> Semaphore {
             Semaphore {
@@ -83,7 +87,7 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would pass `u32::MAX`.
+    /// If the free permits would pass [`MAX_PERMITS`](crate::raw::MAX_PERMITS) (2^31 - 1).
     pub fn add_permits(&self, n: u32) {
         self.raw.release(n);
     }
