@@ -20,9 +20,10 @@
 //! * **count_down**: CAS the count one lower (refused at 0); at 0, clear `WAITERS` in the same
 //!   CAS and, if it was set, wake every sleeper, by address (a released waiter may free the
 //!   latch by then).
-//! * **wait**: return once the count is 0; else set `WAITERS` (CAS) and sleep on the word,
-//!   giving up at the deadline. A waiter does not spin: a latch is waited on for work to finish,
-//!   not for a lock's short hold.
+//! * **wait**: return once the count is 0; else spin as a barrier's waiter does (only while the
+//!   threads still to count down and this one can all run at once, and only while such spins
+//!   have been paying: [`crate::spin`]); then set `WAITERS` (CAS) and sleep on the word, giving
+//!   up at the deadline.
 
 use core::fmt;
 
@@ -110,7 +111,16 @@ impl RawLatch {
 
     /// Blocks until the count is 0 or `deadline` passes; returns whether the count is 0.
     pub fn wait(&self, deadline: Option<Deadline>) -> bool {
-        super::sleep_until(&self.word, WAITERS, deadline, |word| word & COUNT == 0)
+        let open = |word: u32| word & COUNT == 0;
+        let count = self.word.load(Ordering::Acquire) & COUNT;
+        if count == 0
+            || crate::spin::spin_for_arrivals(count as usize + 1, || {
+                open(self.word.load(Ordering::Acquire))
+            })
+        {
+            return true;
+        }
+        super::sleep_until(&self.word, WAITERS, deadline, open)
     }
 
     /// The count-downs still to come (0: open).
