@@ -2,7 +2,8 @@
 //! futexkit_shuttle`; see `tests/model/mod.rs`): the shared mutex's exclusion and wakeups (with its
 //! `WAITERS` bit kept through takes and cleared only by a release that woke nobody), the condvar's
 //! notify against a waiter counted before its unlock, the rwlock's reader slots against the
-//! writer's word, and (shuttle only: its sleeps are sliced) the barrier's rounds. The code checked
+//! writer's word, and (shuttle only: their sleeps are sliced) the barrier's rounds and the
+//! semaphore's permits. The code checked
 //! is the shipped code, robust list included (each model thread registers a head of its own, as a
 //! thread with no C library's would); deaths are not modelled (tests/shared_kill.rs kills real
 //! processes).
@@ -11,9 +12,9 @@
 mod model;
 
 use futexkit::futex::Deadline;
-#[cfg(futexkit_shuttle)]
-use futexkit::raw::RawSharedBarrier;
 use futexkit::raw::{Acquired, RawLockError, RawSharedCondvar, RawSharedMutex, RawSharedRwLock};
+#[cfg(futexkit_shuttle)]
+use futexkit::raw::{RawSharedBarrier, RawSharedSemaphore};
 use model::atomic::{AtomicUsize, Ordering};
 use model::{check, in_threads, sized, Arc, FAR};
 
@@ -195,5 +196,35 @@ fn shared_barrier_rounds_have_one_leader() {
             .collect();
         in_threads(&shared, work);
         assert_eq!(shared.1.load(Ordering::Relaxed), ROUNDS);
+    });
+}
+
+/// The shared semaphore (shuttle only: its sleeps are sliced, so a lost wakeup would show as a
+/// slice's wait, not a deadlock): never more holders than permits, and every permit back at
+/// the end, with a release sequence and sleepers counted around the slots.
+#[test]
+#[cfg(futexkit_shuttle)]
+fn shared_semaphore_never_has_more_holders_than_permits() {
+    check(2, || {
+        const PERMITS: usize = 2;
+        const THREADS: usize = 4;
+        let shared = Arc::new((RawSharedSemaphore::new(PERMITS), AtomicUsize::new(0)));
+        let work = (0..THREADS)
+            .map(|_| {
+                Box::new(|(semaphore, inside): &(RawSharedSemaphore, AtomicUsize)| {
+                    for _ in 0..2 {
+                        let permit = semaphore.acquire(None).unwrap();
+                        assert!(!permit.previous_holder_died());
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        assert!(now <= PERMITS, "{now} holders of {PERMITS} permits");
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        // SAFETY: this thread holds `permit`; `semaphore` outlives the call.
+                        unsafe { semaphore.release(permit) };
+                    }
+                }) as Box<dyn FnOnce(&_) + Send>
+            })
+            .collect();
+        in_threads(&shared, work);
+        assert_eq!(shared.0.available(), PERMITS);
     });
 }

@@ -152,6 +152,30 @@ fn the_builder_refuses_bad_names_parties_and_alignments() {
         Region::builder().mutex("w", Wide([0; 128])).build(),
         Err(RegionError::OverAligned(128))
     ));
+    for (builder, kind, count) in [
+        (
+            Region::builder().semaphore("s", 0),
+            ObjectKind::Semaphore,
+            0,
+        ),
+        (
+            Region::builder().semaphore("s", futexkit::raw::SEMAPHORE_MAX_PERMITS + 1),
+            ObjectKind::Semaphore,
+            futexkit::raw::SEMAPHORE_MAX_PERMITS + 1,
+        ),
+        (
+            Region::builder().latch("l", futexkit::raw::MAX_LATCH_COUNT + 1),
+            ObjectKind::Latch,
+            futexkit::raw::MAX_LATCH_COUNT as usize + 1,
+        ),
+    ] {
+        match builder.build() {
+            Err(RegionError::BadCount { kind: k, count: c }) => {
+                assert_eq!((k, c), (kind, count));
+            }
+            other => panic!("{kind}: {other:?}"),
+        }
+    }
     // An empty region is a region.
     assert_eq!(Region::builder().build().unwrap().objects().count(), 0);
 }
@@ -946,6 +970,29 @@ fn the_layouts_are_the_documented_ones() {
     assert_eq!(size_of::<SharedCondvar>(), 8);
     assert_eq!(size_of::<SharedRwLock<u64>>(), 64 * (1 + READER_SLOTS) + 64);
     assert_eq!(size_of::<SharedBarrier>(), size_of::<RawSharedBarrier>());
+    {
+        use futexkit::raw::RawSharedSemaphore;
+        use futexkit::shared::{SharedEvent, SharedLatch, SharedSemaphore};
+        assert_eq!(
+            (
+                size_of::<RawSharedSemaphore>(),
+                align_of::<RawSharedSemaphore>()
+            ),
+            (2624, 64)
+        );
+        assert_eq!(
+            size_of::<SharedSemaphore>(),
+            size_of::<RawSharedSemaphore>()
+        );
+        assert_eq!(
+            (size_of::<SharedLatch>(), align_of::<SharedLatch>()),
+            (4, 4)
+        );
+        assert_eq!(
+            (size_of::<SharedEvent>(), align_of::<SharedEvent>()),
+            (4, 4)
+        );
+    }
     // The header and each table entry are 64 bytes; objects start 64-aligned after them.
     let region = Region::builder()
         .mutex("a", 0u8)
@@ -953,4 +1000,58 @@ fn the_layouts_are_the_documented_ones() {
         .build()
         .unwrap();
     assert_eq!(region_bytes(&region).len(), 64 + 2 * 64 + 64 + 64);
+}
+
+/// The toolbox's kinds: each found under its name and kind only, listed by `objects`, and
+/// usable from the region that made them.
+#[test]
+fn semaphores_latches_and_events_live_in_regions() {
+    let region = Region::builder()
+        .semaphore("pool", 3)
+        .latch("ready", 1)
+        .event("go", true)
+        .build()
+        .unwrap();
+    let kinds: Vec<_> = region
+        .objects()
+        .map(|(name, kind)| (name.to_owned(), kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("pool".to_owned(), ObjectKind::Semaphore),
+            ("ready".to_owned(), ObjectKind::Latch),
+            ("go".to_owned(), ObjectKind::Event),
+        ]
+    );
+    assert!(matches!(
+        region.latch("go"),
+        Err(RegionError::WrongKind {
+            expected: ObjectKind::Latch,
+            found: ObjectKind::Event,
+            ..
+        })
+    ));
+    let pool = region.semaphore("pool").unwrap();
+    assert_eq!(pool.permits(), Ok(3));
+    let held: Vec<_> = (0..3).map(|_| pool.acquire().unwrap()).collect();
+    assert_eq!(pool.available_permits(), 0);
+    assert!(matches!(
+        pool.try_acquire_for(Duration::from_millis(5)),
+        Err(futexkit::raw::SemaphoreError::TimedOut)
+    ));
+    drop(held);
+    assert_eq!(pool.available_permits(), 3);
+    let ready = region.latch("ready").unwrap();
+    assert_eq!(ready.count(), 1);
+    ready.count_down().unwrap();
+    ready.wait();
+    let go = region.event("go").unwrap();
+    assert!(go.wait_timeout(Duration::ZERO));
+    go.reset();
+    assert!(!go.wait_timeout(Duration::from_millis(1)));
+    assert_eq!(format!("{go:?}"), "SharedEvent { set: false }");
+    // Adopted from the fd, as another process would.
+    let again = Region::from_fd(region.inheritable_fd().unwrap()).unwrap();
+    assert_eq!(again.latch("ready").unwrap().count(), 0);
 }

@@ -2,7 +2,8 @@
 //! an unlock (the child is single-stepped with ptrace, then SIGKILLed), at random points (the
 //! child is stopped with SIGSTOP at a random moment, looked at, then SIGKILLed), and while
 //! asleep. After each kill: no hang, no lost wakeup, and the death is reported to exactly one
-//! next locker if and only if the child held the lock when it died.
+//! next locker if and only if the child held the lock when it died. Semaphore permits of killed
+//! holders come back; latches and events work across processes and survive scribbling.
 //!
 //! Children are forked (the test binary is multithreaded, so each child only runs shared-lock
 //! calls and atomics, and leaves with `_exit`). Every wait for a child has a deadline far
@@ -14,8 +15,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use futexkit::raw::BarrierError;
-use futexkit::shared::{LockError, Region, SharedMutex};
+use futexkit::raw::{BarrierError, LatchOpen, SemaphoreError};
+use futexkit::shared::{LockError, Region, SharedEvent, SharedLatch, SharedMutex};
 
 /// Long enough that reaching it means a hang, not a slow machine (a TCG guest included).
 const HANG: Duration = Duration::from_secs(120);
@@ -862,4 +863,163 @@ fn a_region_dropped_with_a_leaked_guard_keeps_the_robust_list_whole() {
         glibc_reports_death(glibc),
         "the kernel's walk never reached glibc's mutex"
     );
+}
+
+/// A semaphore permit's holder killed: its permit comes back, to a new acquirer at once and to
+/// a thread already asleep in `acquire` (within its slice), and the next holder of that slot
+/// is told; a permit given back by a live release is not reported as a death; a waiter killed
+/// asleep costs the others nothing.
+#[test]
+fn semaphore_permits_of_killed_holders_come_back() {
+    let control = control();
+    warm_up();
+    let region = Region::builder().semaphore("s", 2).build().unwrap();
+    let s = region.semaphore("s").unwrap();
+    for round in 0..5 {
+        control.ready.store(0, Ordering::SeqCst);
+        control.stop.store(0, Ordering::SeqCst);
+        // Two holders: one is killed holding its permit, one gives it back when told.
+        let hold = |release_when_told: bool| {
+            fork_child(move || {
+                let Ok(permit) = s.acquire() else { return 2 };
+                control.ready.fetch_add(1, Ordering::SeqCst);
+                while control.stop.load(Ordering::SeqCst) == 0 || !release_when_told {
+                    std::thread::yield_now();
+                }
+                drop(permit);
+                0
+            })
+        };
+        let victim = hold(false);
+        let releaser = hold(true);
+        let start = Instant::now();
+        while control.ready.load(Ordering::SeqCst) < 2 {
+            assert!(start.elapsed() < HANG, "holders never took their permits");
+            std::thread::yield_now();
+        }
+        assert!(matches!(s.try_acquire(), Err(SemaphoreError::WouldBlock)));
+        // A waiter from another process, killed asleep: it may stay counted as a sleeper.
+        let sleeper = fork_child(|| match s.acquire() {
+            Ok(_) => 0,
+            Err(_) => 2,
+        });
+        futexkit_support::blocked::wait_until_process_blocked(sleeper as u32);
+        kill(sleeper);
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let asleep = scope.spawn(move || {
+                tx.send(futexkit_support::blocked::gettid()).unwrap();
+                let permit = s.try_acquire_for(HANG).expect("the dead holder's permit");
+                assert!(permit.previous_holder_died(), "round {round}");
+            });
+            futexkit_support::blocked::wait_until_blocked(rx.recv().unwrap());
+            kill(victim);
+            asleep.join().unwrap();
+        });
+        // The permit of the dead holder is free again, and its death was reported once.
+        let again = s.try_acquire().expect("a free permit");
+        assert!(
+            !again.previous_holder_died(),
+            "reported twice, round {round}"
+        );
+        control.stop.store(1, Ordering::SeqCst);
+        let released = s.try_acquire_for(HANG).expect("the live holder's permit");
+        assert!(!released.previous_holder_died(), "round {round}");
+        assert!(exited_with(reap(releaser, "releaser"), 0));
+        drop((again, released));
+        assert_eq!(s.available_permits(), 2);
+    }
+}
+
+/// A thread that exits holding a permit (its guard forgotten) gives it back too.
+#[test]
+fn a_semaphore_permit_forgotten_by_an_exiting_thread_comes_back() {
+    let region = Region::builder().semaphore("s", 1).build().unwrap();
+    let s = region.semaphore("s").unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| std::mem::forget(s.acquire().unwrap()));
+    });
+    let permit = s
+        .try_acquire_for(HANG)
+        .expect("given back at the thread's exit");
+    assert!(permit.previous_holder_died());
+}
+
+/// A latch counted down by three processes opens for a waiter in a fourth (this one), and an
+/// event set in one process releases waiters in others.
+#[test]
+fn latches_and_events_work_across_processes() {
+    warm_up();
+    let region = Region::builder()
+        .latch("done", 3)
+        .event("go", false)
+        .build()
+        .unwrap();
+    let (done, go) = (region.latch("done").unwrap(), region.event("go").unwrap());
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            fork_child(|| {
+                if !go.wait_timeout(HANG) {
+                    return 2;
+                }
+                match done.count_down() {
+                    Ok(()) => 0,
+                    Err(_) => 3,
+                }
+            })
+        })
+        .collect();
+    assert!(
+        !done.wait_timeout(Duration::from_millis(5)),
+        "nobody counted down yet"
+    );
+    go.set();
+    assert!(done.wait_timeout(HANG), "three count-downs open it");
+    assert_eq!(done.count(), 0);
+    assert_eq!(done.count_down(), Err(LatchOpen));
+    for child in children {
+        assert!(exited_with(reap(child, "count-down"), 0));
+    }
+}
+
+/// A peer that scribbles a latch's or an event's word can open or close it, but a timed wait
+/// still returns by its deadline and a count-down never panics.
+#[test]
+fn scribbled_latches_and_events_never_hang_a_timed_wait() {
+    let region = Region::builder()
+        .latch("l", 1)
+        .event("e", false)
+        .build()
+        .unwrap();
+    let (latch, event) = (region.latch("l").unwrap(), region.event("e").unwrap());
+    // SAFETY: each object is one futex word (`#[repr(C)]` over a repr(transparent) atomic);
+    // writing it atomically is what a scribbling peer can do.
+    let (latch_word, event_word) = unsafe {
+        (
+            &*(latch as *const SharedLatch).cast::<AtomicU32>(),
+            &*(event as *const SharedEvent).cast::<AtomicU32>(),
+        )
+    };
+    let mut random = Random::new();
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The waits run in their own thread, so that a hang fails here instead of stalling.
+        scope.spawn(move || {
+            for _ in 0..20 {
+                let _ = latch.wait_timeout(Duration::from_millis(2));
+                let _ = event.wait_timeout(Duration::from_millis(2));
+                tx.send(()).unwrap();
+            }
+        });
+        for round in 0..20 {
+            let junk = random.below(u64::from(u32::MAX)) as u32;
+            latch_word.store(junk, Ordering::SeqCst);
+            event_word.store(junk, Ordering::SeqCst);
+            rx.recv_timeout(HANG)
+                .unwrap_or_else(|_| panic!("a timed wait hung on {junk:#x}, round {round}"));
+        }
+    });
+    // A count-down on a zeroed count reports the open latch instead of panicking.
+    latch_word.store(0, Ordering::SeqCst);
+    assert_eq!(latch.count_down(), Err(LatchOpen));
 }

@@ -32,7 +32,7 @@
 use core::fmt;
 
 use crate::atomic::Ordering;
-use crate::futex::{Deadline, Futex};
+use crate::futex::{Deadline, Futex, Private, Scope, Shared};
 
 const SET: u32 = 1;
 const WAITERS: u32 = 1 << 1;
@@ -52,11 +52,11 @@ const GENERATION: u32 = !(SET | WAITERS);
 /// });
 /// assert!(ready.is_set());
 /// ```
-pub struct RawEvent {
-    word: Futex,
+pub struct RawEvent<S: Scope = Private> {
+    word: Futex<S>,
 }
 
-impl fmt::Debug for RawEvent {
+impl<S: Scope> fmt::Debug for RawEvent<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawEvent")
             .field("set", &self.is_set())
@@ -74,7 +74,22 @@ impl RawEvent {
             }
         }
     }
+}
 
+impl RawEvent<Shared> {
+    crate::futex::sys::const_fn! {
+        /// An event for memory shared between processes (its futex calls are not private),
+        /// set or not as `set` says.
+        #[must_use]
+        pub const fn shared(set: bool) -> RawEvent<Shared> {
+            RawEvent {
+                word: Futex::shared(if set { SET } else { 0 }),
+            }
+        }
+    }
+}
+
+impl<S: Scope> RawEvent<S> {
     /// Sets the event: every thread waiting now returns, and later waits return at once until
     /// a [`reset`](RawEvent::reset).
     pub fn set(&self) {

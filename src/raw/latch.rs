@@ -28,7 +28,7 @@
 use core::fmt;
 
 use crate::atomic::Ordering;
-use crate::futex::{Deadline, Futex};
+use crate::futex::{Deadline, Futex, Private, Scope, Shared};
 
 const COUNT: u32 = (1 << 31) - 1;
 const WAITERS: u32 = 1 << 31;
@@ -50,11 +50,24 @@ pub const MAX_LATCH_COUNT: u32 = COUNT;
 /// });
 /// assert_eq!(done.count(), 0);
 /// ```
-pub struct RawLatch {
-    word: Futex,
+pub struct RawLatch<S: Scope = Private> {
+    word: Futex<S>,
 }
 
-impl fmt::Debug for RawLatch {
+/// A count-down on a latch that is open already (more count-downs than it was made for, or,
+/// in shared memory, a count a peer overwrote).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LatchOpen;
+
+impl fmt::Display for LatchOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("count_down on a latch that is already open")
+    }
+}
+
+impl std::error::Error for LatchOpen {}
+
+impl<S: Scope> fmt::Debug for RawLatch<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawLatch")
             .field("count", &self.count())
@@ -77,19 +90,50 @@ impl RawLatch {
             }
         }
     }
+}
 
+impl RawLatch<Shared> {
+    crate::futex::sys::const_fn! {
+        /// A latch for memory shared between processes (its futex calls are not private), that
+        /// opens after `count` count-downs.
+        ///
+        /// # Panics
+        ///
+        /// If `count` is above [`MAX_LATCH_COUNT`] (2^31 - 1).
+        #[must_use]
+        pub const fn shared(count: u32) -> RawLatch<Shared> {
+            assert!(count <= COUNT, "a latch counts down from at most 2^31 - 1");
+            RawLatch {
+                word: Futex::shared(count),
+            }
+        }
+    }
+}
+
+impl<S: Scope> RawLatch<S> {
     /// Counts down by one; the count-down that reaches 0 releases every waiter.
     ///
     /// # Panics
     ///
-    /// If the count is 0 already (more count-downs than the latch was made for).
+    /// If the count is 0 already (more count-downs than the latch was made for); see
+    /// [`try_count_down`](RawLatch::try_count_down).
     pub fn count_down(&self) {
+        if let Err(open) = self.try_count_down() {
+            panic!("{open}");
+        }
+    }
+
+    /// Counts down by one, as [`count_down`](RawLatch::count_down).
+    ///
+    /// # Errors
+    ///
+    /// [`LatchOpen`] if the count is 0 already; nothing changes then.
+    pub fn try_count_down(&self) -> Result<(), LatchOpen> {
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
-            assert!(
-                word & COUNT != 0,
-                "count_down on a latch that is already open"
-            );
+            if word & COUNT == 0 {
+                return Err(LatchOpen);
+            }
             let count = (word & COUNT) - 1;
             let next = if count == 0 {
                 0
@@ -107,6 +151,7 @@ impl RawLatch {
         if word & COUNT == 1 && word & WAITERS != 0 {
             let _ = Futex::wake_at(self.word.as_ptr(), i32::MAX as u32);
         }
+        Ok(())
     }
 
     /// Blocks until the count is 0 or `deadline` passes; returns whether the count is 0.

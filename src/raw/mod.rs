@@ -16,7 +16,7 @@
 //! | `latch.rs`   | [`RawLatch`]   | a count down to zero and a waiters bit                   |
 //! | `event.rs`   | [`RawEvent`]   | a set bit, a waiters bit and a generation                |
 //! | `pi_mutex.rs` | [`RawPiMutex`] | the kernel's priority-inheritance word: owner id and a waiters bit |
-//! | `shared/`    | [`RawSharedMutex`], [`RawSharedCondvar`], [`RawSharedRwLock`], [`RawSharedBarrier`] | process-shared and robust: robust words the kernel marks when their owner dies (`shared/mod.rs`) |
+//! | `shared/`    | [`RawSharedMutex`], [`RawSharedCondvar`], [`RawSharedRwLock`], [`RawSharedBarrier`], [`RawSharedSemaphore`] | process-shared and robust: robust words the kernel marks when their owner dies (`shared/mod.rs`) |
 
 mod barrier;
 mod condvar;
@@ -37,14 +37,15 @@ mod shared;
 pub use barrier::RawBarrier;
 pub use condvar::RawCondvar;
 pub use event::RawEvent;
-pub use latch::{RawLatch, MAX_LATCH_COUNT};
+pub use latch::{LatchOpen, RawLatch, MAX_LATCH_COUNT};
 pub use mutex::RawMutex;
 pub use pi_mutex::{PiUnsupported, RawPiMutex};
 pub use rwlock::RawRwLock;
 pub use semaphore::{RawSemaphore, MAX_PERMITS};
 pub use shared::{
-    Acquired, BarrierError, Party, RawLockError, RawSharedBarrier, RawSharedCondvar,
-    RawSharedMutex, RawSharedRwLock, ReaderSlot, BARRIER_MAX_PARTIES, READER_SLOTS,
+    Acquired, BarrierError, Party, Permit, RawLockError, RawSharedBarrier, RawSharedCondvar,
+    RawSharedMutex, RawSharedRwLock, RawSharedSemaphore, ReaderSlot, SemaphoreError,
+    BARRIER_MAX_PARTIES, READER_SLOTS, SEMAPHORE_MAX_PERMITS,
 };
 
 /// Sleeps on `word` until `done(value)` holds for a value read from it (returns true) or
@@ -54,8 +55,8 @@ pub use shared::{
 /// read-modify-write either sees the bit (and wakes) or makes the CAS or the sleep's compare
 /// fail. A look comes before the deadline check, so a wake is never dropped. The loads are
 /// acquire: what the waker did before its release happens before this returns true.
-pub(crate) fn sleep_until(
-    word: &crate::futex::Futex,
+pub(crate) fn sleep_until<S: crate::futex::Scope>(
+    word: &crate::futex::Futex<S>,
     waiters: u32,
     deadline: Option<crate::futex::Deadline>,
     done: impl Fn(u32) -> bool,

@@ -178,6 +178,15 @@ pub enum RegionError {
     BadName(String),
     /// A barrier's party count outside 1 to [`BARRIER_MAX_PARTIES`](crate::raw::BARRIER_MAX_PARTIES).
     BadParties(usize),
+    /// A semaphore's permits outside 1 to
+    /// [`SEMAPHORE_MAX_PERMITS`](crate::raw::SEMAPHORE_MAX_PERMITS), or a latch's count above
+    /// [`MAX_LATCH_COUNT`](crate::raw::MAX_LATCH_COUNT).
+    BadCount {
+        /// The object's kind.
+        kind: ObjectKind,
+        /// The count asked for.
+        count: usize,
+    },
     /// A value type aligned to more than 64 bytes.
     OverAligned(usize),
     /// More objects, or more bytes, than a region holds.
@@ -219,6 +228,12 @@ impl fmt::Display for RegionError {
                 f,
                 "shared region: a barrier takes 1 to {} parties, not {parties}",
                 crate::raw::BARRIER_MAX_PARTIES
+            ),
+            RegionError::BadCount { kind, count } => write!(
+                f,
+                "shared region: a {kind} cannot count {count} (a semaphore has 1 to {} permits, a latch counts down from at most {})",
+                crate::raw::SEMAPHORE_MAX_PERMITS,
+                crate::raw::MAX_LATCH_COUNT
             ),
             RegionError::OverAligned(align) => write!(
                 f,

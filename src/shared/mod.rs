@@ -1,6 +1,7 @@
 //! Locks shared between processes that survive a holder's death: [`SharedMutex`],
-//! [`SharedCondvar`], [`SharedRwLock`] and [`SharedBarrier`], living in a [`Region`] of shared
-//! memory that several processes map.
+//! [`SharedCondvar`], [`SharedRwLock`], [`SharedBarrier`] and [`SharedSemaphore`], with
+//! [`SharedLatch`] and [`SharedEvent`] beside them, living in a [`Region`] of shared memory
+//! that several processes map.
 //!
 //! ## Robust
 //!
@@ -12,7 +13,9 @@
 //! for everyone ([`LockError::NotRecoverable`]): pthread's `EOWNERDEAD` and `ENOTRECOVERABLE`.
 //! A waiter killed while it sleeps strands nobody, nor does a notifier killed mid-notify. A
 //! barrier's parties are known, so one's death breaks the barrier ([`BarrierError::Broken`]) for
-//! the others instead of leaving them waiting.
+//! the others instead of leaving them waiting. A semaphore's permit held by a thread that dies
+//! comes back, and its next holder is told. A latch or an event knows nobody: a process that
+//! dies before its count-down or its set leaves the waiters waiting, which a deadline bounds.
 //!
 //! ## Plain data
 //!
@@ -66,15 +69,20 @@
 mod barrier;
 mod condvar;
 mod error;
+mod event;
+mod latch;
 mod mutex;
 mod plain;
 mod region;
 mod rwlock;
+mod semaphore;
 
-pub use crate::raw::BarrierError;
+pub use crate::raw::{BarrierError, LatchOpen, SemaphoreError};
 pub use barrier::{BarrierParty, SharedBarrier};
 pub use condvar::SharedCondvar;
 pub use error::{LockError, RegionError};
+pub use event::SharedEvent;
+pub use latch::SharedLatch;
 pub use mutex::{SharedMutex, SharedMutexGuard};
 #[cfg(feature = "bytemuck")]
 #[doc(hidden)]
@@ -85,3 +93,4 @@ pub use plain::zerocopy_proves_plain;
 pub use plain::Plain;
 pub use region::{ObjectKind, Region, RegionBuilder, MAX_NAME_LEN, MAX_OBJECTS, MAX_REGION_LEN};
 pub use rwlock::{SharedRwLock, SharedRwLockReadGuard, SharedRwLockWriteGuard};
+pub use semaphore::{SharedSemaphore, SharedSemaphorePermit};

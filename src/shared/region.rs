@@ -11,10 +11,11 @@
 //!        28   reserved       zeros, to 64
 //!        64   object table   object_count entries of 64 bytes:
 //!                 0   name         1 to 32 bytes of UTF-8, NUL-padded, unique
-//!                 32  kind         1 mutex, 2 condvar, 3 rwlock, 4 barrier
+//!                 32  kind         1 mutex, 2 condvar, 3 rwlock, 4 barrier, 5 semaphore, 6 latch,
+//!                                  7 event
 //!                 36  value_size   the guarded value's size (mutex, rwlock; else 0)
 //!                 40  value_align  its alignment, a power of two up to 64 (likewise)
-//!                 44  param        a barrier's parties; else 0
+//!                 44  param        a barrier's parties; a semaphore's permits; else 0
 //!                 48  offset       where the object starts, a multiple of 64 past the table (u64)
 //!                 56  len          its size in bytes (u64)
 //!        ...  the objects, each the `#[repr(C)]` type its kind names
@@ -32,10 +33,13 @@ use core::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::futex::sys;
-use crate::raw::BARRIER_MAX_PARTIES;
 use crate::raw::{RawSharedMutex, RawSharedRwLock};
+use crate::raw::{BARRIER_MAX_PARTIES, MAX_LATCH_COUNT, SEMAPHORE_MAX_PERMITS};
 use crate::shared::plain::{self, Plain};
-use crate::shared::{RegionError, SharedBarrier, SharedCondvar, SharedMutex, SharedRwLock};
+use crate::shared::{
+    RegionError, SharedBarrier, SharedCondvar, SharedEvent, SharedLatch, SharedMutex, SharedRwLock,
+    SharedSemaphore,
+};
 
 const MAGIC: [u8; 8] = *b"FKshared";
 const VERSION: u32 = 1;
@@ -93,6 +97,12 @@ pub enum ObjectKind {
     RwLock,
     /// A [`SharedBarrier`].
     Barrier,
+    /// A [`SharedSemaphore`].
+    Semaphore,
+    /// A [`SharedLatch`].
+    Latch,
+    /// A [`SharedEvent`].
+    Event,
 }
 
 impl ObjectKind {
@@ -102,6 +112,9 @@ impl ObjectKind {
             ObjectKind::Condvar => 2,
             ObjectKind::RwLock => 3,
             ObjectKind::Barrier => 4,
+            ObjectKind::Semaphore => 5,
+            ObjectKind::Latch => 6,
+            ObjectKind::Event => 7,
         }
     }
 
@@ -111,6 +124,9 @@ impl ObjectKind {
             2 => ObjectKind::Condvar,
             3 => ObjectKind::RwLock,
             4 => ObjectKind::Barrier,
+            5 => ObjectKind::Semaphore,
+            6 => ObjectKind::Latch,
+            7 => ObjectKind::Event,
             _ => return None,
         })
     }
@@ -123,6 +139,9 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Condvar => "condvar",
             ObjectKind::RwLock => "rwlock",
             ObjectKind::Barrier => "barrier",
+            ObjectKind::Semaphore => "semaphore",
+            ObjectKind::Latch => "latch",
+            ObjectKind::Event => "event",
         })
     }
 }
@@ -139,6 +158,9 @@ fn object_len(kind: ObjectKind, value_size: usize, value_align: usize) -> Option
         ObjectKind::RwLock => with_value(Layout::new::<RawSharedRwLock>()),
         ObjectKind::Condvar => Some(core::mem::size_of::<SharedCondvar>()),
         ObjectKind::Barrier => Some(core::mem::size_of::<SharedBarrier>()),
+        ObjectKind::Semaphore => Some(core::mem::size_of::<SharedSemaphore>()),
+        ObjectKind::Latch => Some(core::mem::size_of::<SharedLatch>()),
+        ObjectKind::Event => Some(core::mem::size_of::<SharedEvent>()),
     }
 }
 
@@ -302,6 +324,43 @@ impl Region {
         Ok(unsafe { SharedRwLock::from_ptr(object.cast()) })
     }
 
+    /// The semaphore named `name`.
+    ///
+    /// # Errors
+    ///
+    /// As [`condvar`](Self::condvar).
+    pub fn semaphore(&self, name: &str) -> Result<&SharedSemaphore, RegionError> {
+        let object = self.find::<()>(
+            name,
+            ObjectKind::Semaphore,
+            Layout::new::<SharedSemaphore>(),
+        )?;
+        // SAFETY: as in `mutex`, for a semaphore.
+        Ok(unsafe { SharedSemaphore::from_ptr(object.cast()) })
+    }
+
+    /// The latch named `name`.
+    ///
+    /// # Errors
+    ///
+    /// As [`condvar`](Self::condvar).
+    pub fn latch(&self, name: &str) -> Result<&SharedLatch, RegionError> {
+        let object = self.find::<()>(name, ObjectKind::Latch, Layout::new::<SharedLatch>())?;
+        // SAFETY: as in `mutex`, for a latch.
+        Ok(unsafe { SharedLatch::from_ptr(object.cast()) })
+    }
+
+    /// The event named `name`.
+    ///
+    /// # Errors
+    ///
+    /// As [`condvar`](Self::condvar).
+    pub fn event(&self, name: &str) -> Result<&SharedEvent, RegionError> {
+        let object = self.find::<()>(name, ObjectKind::Event, Layout::new::<SharedEvent>())?;
+        // SAFETY: as in `mutex`, for an event.
+        Ok(unsafe { SharedEvent::from_ptr(object.cast()) })
+    }
+
     /// The barrier named `name`.
     ///
     /// # Errors
@@ -376,6 +435,11 @@ impl Region {
                         // SAFETY: a checked barrier entry (above).
                         let barrier = unsafe { crate::raw::RawSharedBarrier::from_ptr(at.cast()) };
                         Box::new(barrier.robust_words())
+                    }
+                    Some(ObjectKind::Semaphore) => {
+                        // SAFETY: a checked semaphore entry (above).
+                        let semaphore = unsafe { SharedSemaphore::from_ptr(at.cast()) };
+                        Box::new(semaphore.raw().robust_words())
                     }
                     _ => Box::new(core::iter::empty()),
                 };
@@ -467,8 +531,15 @@ fn check_entries(
                 }
                 (entry.value_size as usize, align)
             }
-            ObjectKind::Condvar | ObjectKind::Barrier => (0, 1),
+            _ => (0, 1),
         };
+        if kind == ObjectKind::Semaphore
+            && !(1..=SEMAPHORE_MAX_PERMITS).contains(&(entry.param as usize))
+        {
+            return Err(RegionError::BadHeader(
+                "a semaphore with an impossible permit count",
+            ));
+        }
         if kind == ObjectKind::Barrier
             && !(1..=BARRIER_MAX_PARTIES).contains(&(entry.param as usize))
         {
@@ -566,6 +637,49 @@ impl RegionBuilder {
         })
     }
 
+    /// Adds a [`SharedSemaphore`] named `name` with `permits` permits (1 to
+    /// [`SEMAPHORE_MAX_PERMITS`](crate::raw::SEMAPHORE_MAX_PERMITS); checked by `build`).
+    pub fn semaphore(mut self, name: &str, permits: usize) -> RegionBuilder {
+        if !(1..=SEMAPHORE_MAX_PERMITS).contains(&permits) {
+            self.objects.push(Err(RegionError::BadCount {
+                kind: ObjectKind::Semaphore,
+                count: permits,
+            }));
+            return self;
+        }
+        self.plan::<()>(name, ObjectKind::Semaphore, permits as u32, move |at| {
+            // SAFETY: as in `mutex`.
+            unsafe {
+                at.cast::<SharedSemaphore>()
+                    .write(SharedSemaphore::new(permits))
+            }
+        })
+    }
+
+    /// Adds a [`SharedLatch`] named `name` that opens after `count` count-downs (at most
+    /// [`MAX_LATCH_COUNT`](crate::raw::MAX_LATCH_COUNT); checked by `build`).
+    pub fn latch(mut self, name: &str, count: u32) -> RegionBuilder {
+        if count > MAX_LATCH_COUNT {
+            self.objects.push(Err(RegionError::BadCount {
+                kind: ObjectKind::Latch,
+                count: count as usize,
+            }));
+            return self;
+        }
+        self.plan::<()>(name, ObjectKind::Latch, 0, move |at| {
+            // SAFETY: as in `mutex`.
+            unsafe { at.cast::<SharedLatch>().write(SharedLatch::new(count)) }
+        })
+    }
+
+    /// Adds a [`SharedEvent`] named `name`, set or not as `set` says.
+    pub fn event(self, name: &str, set: bool) -> RegionBuilder {
+        self.plan::<()>(name, ObjectKind::Event, 0, move |at| {
+            // SAFETY: as in `mutex`.
+            unsafe { at.cast::<SharedEvent>().write(SharedEvent::new(set)) }
+        })
+    }
+
     fn plan<T>(
         mut self,
         name: &str,
@@ -581,7 +695,7 @@ impl RegionBuilder {
                 ObjectKind::Mutex | ObjectKind::RwLock => {
                     (core::mem::size_of::<T>(), core::mem::align_of::<T>())
                 }
-                ObjectKind::Condvar | ObjectKind::Barrier => (0, 1),
+                _ => (0, 1),
             };
             if value_align > OBJECT_ALIGN {
                 return Err(RegionError::OverAligned(value_align));
@@ -615,7 +729,8 @@ impl RegionBuilder {
     ///
     /// # Errors
     ///
-    /// [`RegionError::BadName`], [`RegionError::BadParties`], [`RegionError::OverAligned`],
+    /// [`RegionError::BadName`], [`RegionError::BadParties`], [`RegionError::BadCount`],
+    /// [`RegionError::OverAligned`],
     /// [`RegionError::TooLarge`], [`RegionError::Io`].
     pub fn build(self) -> Result<Region, RegionError> {
         let mut planned = self.objects.into_iter().collect::<Result<Vec<_>, _>>()?;

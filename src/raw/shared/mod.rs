@@ -8,6 +8,7 @@
 //! | `condvar.rs` | [`RawSharedCondvar`] | a notify sequence and a count of sleepers                   | 8, 4 |
 //! | `rwlock.rs`  | [`RawSharedRwLock`]  | a writer's robust word and one robust word per reader slot, a cache line each | 2112, 64 |
 //! | `barrier.rs` | [`RawSharedBarrier`] | arrivals, a generation word, one robust word per party      | 2624, 64 |
+//! | `semaphore.rs` | [`RawSharedSemaphore`] | one robust word per permit, a release sequence, a count of sleepers | 2624, 64 |
 //!
 //! All are `#[repr(C)]`, so every process that maps them agrees on the layout
 //! (`tests/shared.rs` checks the sizes).
@@ -20,8 +21,10 @@ mod barrier;
 mod condvar;
 mod mutex;
 mod rwlock;
+mod semaphore;
 
 pub use barrier::{BarrierError, Party, RawSharedBarrier, BARRIER_MAX_PARTIES};
 pub use condvar::RawSharedCondvar;
 pub use mutex::{Acquired, RawLockError, RawSharedMutex};
 pub use rwlock::{RawSharedRwLock, ReaderSlot, READER_SLOTS};
+pub use semaphore::{Permit, RawSharedSemaphore, SemaphoreError, SEMAPHORE_MAX_PERMITS};
