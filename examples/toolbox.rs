@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use futexkit_support::contention::GlibcMutex;
+use futexkit_support::pi::GlibcPiMutex;
 use futexkit_support::pingpong::BackgroundLoad;
 
 fn main() {
@@ -525,47 +526,6 @@ fn events(rounds: usize, quick: bool, busy: &str) {
 }
 
 // ---- PiMutex ---------------------------------------------------------------------------
-
-/// glibc's mutex with `PTHREAD_PRIO_INHERIT`, private to the process.
-struct GlibcPiMutex(Box<UnsafeCell<libc::pthread_mutex_t>>, UnsafeCell<u64>);
-
-// SAFETY: the counter is touched only under the pthread mutex, which is made for threads.
-unsafe impl Sync for GlibcPiMutex {}
-
-impl GlibcPiMutex {
-    fn new() -> GlibcPiMutex {
-        // SAFETY: the attribute and the mutex are initialized in place before use; the mutex
-        // lives in a box, so its address does not change.
-        unsafe {
-            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
-            assert_eq!(libc::pthread_mutexattr_init(&mut attr), 0);
-            assert_eq!(
-                libc::pthread_mutexattr_setprotocol(&mut attr, libc::PTHREAD_PRIO_INHERIT),
-                0
-            );
-            let mutex = Box::new(UnsafeCell::new(std::mem::zeroed()));
-            assert_eq!(libc::pthread_mutex_init(mutex.get(), &attr), 0);
-            libc::pthread_mutexattr_destroy(&mut attr);
-            GlibcPiMutex(mutex, UnsafeCell::new(0))
-        }
-    }
-
-    fn add_one(&self) {
-        // SAFETY: an initialized mutex; the counter is touched only while it is held.
-        unsafe {
-            assert_eq!(libc::pthread_mutex_lock(self.0.get()), 0);
-            *self.1.get() += 1;
-            libc::pthread_mutex_unlock(self.0.get());
-        }
-    }
-}
-
-impl Drop for GlibcPiMutex {
-    fn drop(&mut self) {
-        // SAFETY: nobody holds it any more.
-        unsafe { libc::pthread_mutex_destroy(self.0.get()) };
-    }
-}
 
 /// One counter under each kind of lock: `add_one` locks, adds, unlocks.
 fn add_one(which: usize, locks: &Locks) {

@@ -226,6 +226,13 @@ echo "== threadpool" >&2
 } >>"$body"
 fi
 
+section "Semaphore, Latch, events and PiMutex against what people use instead" toolbox $quick
+section "Semaphore, Latch, events and PiMutex, a busy thread on every CPU" toolbox $quick --oversubscribed
+note toolbox "Reading: the Semaphore against glibc's \`sem_t\` and the Mutex+Condvar semaphore a std or parking_lot user writes (2 permits, threads each taking one around 10 steps of work); the Latch in fork-join rounds against crossbeam-utils' \`WaitGroup\` and a Mutex+Condvar count; the events in a ping-pong against an \`eventfd\` and a Mutex+Condvar flag; the PiMutex against glibc's \`PTHREAD_PRIO_INHERIT\` mutex (the plain mutexes beside it are for scale: a contended PI lock always goes through the kernel, which is the price of the priority inheritance). Every object sits on cache lines of its own. On a virtual machine an idle CPU halts, and a wake-up that must start it costs tens of microseconds, which is what the idle ping-pong rows measure for every library alike."
+
+section "Priority inversion: PiMutex against std's, futexkit's and glibc's locks" pi_inversion $quick
+note pi_inversion "Reading: three SCHED_FIFO threads on CPU 0 (as root); the high-priority thread blocks on a lock that the low-priority thread holds, and a medium-priority thread spins. With a priority-inheritance lock (futexkit's PiMutex, glibc's PTHREAD_PRIO_INHERIT mutex) the holder runs at the waiter's priority and finishes its critical section, so the wait is about that section; with the others the medium thread keeps the holder, and so the waiter, off the CPU for its whole spell. tests/pi_mutex.rs checks the same order on every CI run."
+
 section "Process-shared, robust locks: futexkit::shared against glibc's robust pthread locks" shared_locks $quick
 note shared_locks "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: futexkit's shared mutex sets WAITERS in every take while sleepers are counted, so that a woken waiter killed before it takes the lock strands nobody (src/raw/shared/mutex.rs, invariant 2), which costs a wake per release where glibc's lets a lock taken in passing be released without one. The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."
 

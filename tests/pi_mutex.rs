@@ -4,14 +4,15 @@
 #![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::TryLockError;
 use std::time::{Duration, Instant};
 
 use futexkit::raw::{PiUnsupported, RawPiMutex};
-use futexkit::sync::{Event, PiMutex};
+use futexkit::sync::PiMutex;
 use futexkit::Capability;
 use futexkit_support::blocked::{gettid, wait_until_blocked};
+use futexkit_support::pi::inversion;
 
 /// A PiMutex, or `None` (after checking the refusal) where the kernel has no PI futexes.
 fn pi_mutex<T>(value: T) -> Option<PiMutex<T>> {
@@ -182,133 +183,25 @@ fn a_fork_child_uses_its_own_thread_id() {
     assert_eq!(futexkit::futex::current_tid(), parent);
 }
 
-/// The lock under test in [`inversion`]: std's or futexkit's PI mutex.
-trait Lock: Sync {
-    fn hold(&self, body: &mut dyn FnMut());
-}
-
-impl Lock for std::sync::Mutex<()> {
-    fn hold(&self, body: &mut dyn FnMut()) {
-        let _guard = self.lock().unwrap();
-        body();
-    }
-}
-
-impl Lock for PiMutex<()> {
-    fn hold(&self, body: &mut dyn FnMut()) {
-        let _guard = self.lock().unwrap();
-        body();
-    }
-}
-
-/// Puts the calling thread on CPU 0 under `SCHED_FIFO` at `priority`; false where the system
-/// refuses (no privilege).
-fn real_time_on_cpu0(priority: i32) -> bool {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and the two calls take pointers to locals.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-            return false;
-        }
-        let param = libc::sched_param {
-            sched_priority: priority,
-        };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
-    }
-}
-
-/// The classic inversion on CPU 0: a low-priority thread holds `lock`; a high-priority thread
-/// blocks on it; a medium-priority thread becomes runnable and busy for `busy`. Returns
-/// whether the medium thread had finished when the high one got the lock, or `None` where
-/// real-time scheduling is refused or only one CPU is usable (this thread, not real-time,
-/// coordinates from another CPU).
-fn inversion(lock: &dyn Lock, busy: Duration) -> Option<bool> {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return None;
-    }
-    let held = Event::new(false);
-    let release_holder = AtomicBool::new(false);
-    let medium_parked = Event::new(false);
-    let medium_go = Event::new(false);
-    let medium_done = AtomicBool::new(false);
-    let high_tid = AtomicU32::new(0);
-    let refused = AtomicBool::new(false);
-    let outcome = std::thread::scope(|s| {
-        let low = s.spawn(|| {
-            if !real_time_on_cpu0(10) {
-                refused.store(true, Ordering::SeqCst);
-                held.set();
-                return;
-            }
-            lock.hold(&mut || {
-                held.set();
-                while !release_holder.load(Ordering::SeqCst) {
-                    std::hint::spin_loop();
-                }
-                // The critical section: a little work on CPU 0.
-                let start = Instant::now();
-                while start.elapsed() < Duration::from_millis(5) {
-                    std::hint::spin_loop();
-                }
-            });
-        });
-        held.wait();
-        if refused.load(Ordering::SeqCst) {
-            low.join().unwrap();
-            return None;
-        }
-        let medium = s.spawn(|| {
-            assert!(real_time_on_cpu0(20));
-            medium_parked.set();
-            medium_go.wait();
-            let start = Instant::now();
-            while start.elapsed() < busy {
-                std::hint::spin_loop();
-            }
-            medium_done.store(true, Ordering::SeqCst);
-        });
-        medium_parked.wait();
-        let high = s.spawn(|| {
-            assert!(real_time_on_cpu0(30));
-            high_tid.store(futexkit::futex::current_tid(), Ordering::SeqCst);
-            let mut medium_finished_first = false;
-            lock.hold(&mut || medium_finished_first = medium_done.load(Ordering::SeqCst));
-            medium_finished_first
-        });
-        // Wait until the high thread sleeps on the lock, then let the medium one loose and
-        // the holder go on: CPU 0 now has the boosted (or not) holder and the medium thread.
-        while high_tid.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        wait_until_blocked(high_tid.load(Ordering::SeqCst));
-        medium_go.set();
-        release_holder.store(true, Ordering::SeqCst);
-        let outcome = high.join().unwrap();
-        medium.join().unwrap();
-        low.join().unwrap();
-        Some(outcome)
-    });
-    if outcome.is_none() {
-        eprintln!("SCHED_FIFO refused or one CPU: the inversion scenario was not run");
-    }
-    outcome
-}
-
+/// The inversion on CPU 0 with `SCHED_FIFO` threads (`futexkit_support::pi::inversion`): with
+/// std's Mutex the high-priority waiter gets the lock only after the medium thread's busy
+/// spell; with `PiMutex` the holder inherits its priority and lets it in first. Skipped (with
+/// a message) where real-time scheduling is refused or one CPU is usable.
 #[test]
 fn priority_inheritance_prevents_the_inversion() {
     let Some(pi) = pi_mutex(()) else { return };
-    let busy = Duration::from_millis(200);
-    let Some(std_inverted) = inversion(&std::sync::Mutex::new(()), busy) else {
+    let (busy, critical) = (Duration::from_millis(200), Duration::from_millis(5));
+    let Some(with_std) = inversion(&std::sync::Mutex::new(()), busy, critical) else {
+        eprintln!("SCHED_FIFO refused or one CPU: the inversion scenario was not run");
         return;
     };
     assert!(
-        std_inverted,
+        with_std.medium_finished_first,
         "with std's Mutex the high-priority thread waits for the medium one"
     );
-    let pi_inverted = inversion(&pi, busy).unwrap();
+    let with_pi = inversion(&pi, busy, critical).unwrap();
     assert!(
-        !pi_inverted,
+        !with_pi.medium_finished_first,
         "with PiMutex the holder runs at the waiter's priority and lets it in first"
     );
 }

@@ -8,7 +8,7 @@
 //! | field        | bits | meaning | set by | cleared by |
 //! |--------------|------|---------|--------|------------|
 //! | owner        | 0-29 | the holder's thread id; 0: free | a lock's CAS from 0; the kernel, for a thread it lets in | an unlock's CAS to 0; the kernel's unlock, which writes the next owner |
-//! | `WAITERS`    | 31   | threads are queued in the kernel | the kernel, as a thread queues | the kernel's unlock, as the last queued thread gets the lock |
+//! | `WAITERS`    | 31   | threads may be queued in the kernel | the kernel, as a thread queues; kept on the word it writes when it hands the lock over | the kernel's unlock when it finds nobody queued (it writes 0) |
 //! | `OWNER_DIED` | 30   | never set here: only a robust list's owner death sets it, and these words are on none | | |
 //!
 //! Invariant, **no lost waiter**: while any thread is queued the word has `WAITERS` set, so
@@ -136,10 +136,13 @@ impl RawPiMutex {
             .compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            // Threads are queued: the kernel hands the lock over. It refuses only a thread
-            // that is not the owner, which the caller promised this one is.
-            let unlocked = self.word.unlock_pi();
-            debug_assert_eq!(unlocked, Ok(()), "FUTEX_UNLOCK_PI by the owner");
+            // Threads may be queued: the kernel hands the lock over. It refuses only a thread
+            // that is not the owner by the kernel's reckoning (the caller promised this one
+            // is; a thread id cached wrongly, after a fork that ran no fork handlers, is the
+            // one way it is not), and a refusal would leave the queued threads asleep.
+            if let Err(err) = self.word.unlock_pi() {
+                panic!("FUTEX_UNLOCK_PI refused the PiMutex's owner: {err}");
+            }
         }
     }
 
@@ -149,7 +152,9 @@ impl RawPiMutex {
     }
 
     /// The slow path: the kernel queues this thread, boosting the holder, until the lock is
-    /// this thread's or `deadline` passes.
+    /// this thread's or `deadline` passes. Before Linux 5.14 (no `FUTEX_LOCK_PI2`) the kernel
+    /// measures the deadline on the realtime clock, converted once here: a wall clock set back
+    /// meanwhile lengthens the wait.
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
         let locked = match deadline {

@@ -6,7 +6,7 @@
 //! | field     | bits | meaning | set by | cleared by |
 //! |-----------|------|---------|--------|------------|
 //! | count     | 0-30 | permits free now | a release, adding its permits | an acquire, taking one (a CAS from a count above 0) |
-//! | `WAITERS` | 31   | threads may sleep on the word: the next release must wake | a waiter, by CAS, before it sleeps; a woken thread, in the CAS that takes its permit; a woken timed waiter that gives up | every release (which then wakes as many as it added) |
+//! | `WAITERS` | 31   | threads may sleep on the word: the next release must wake | a waiter, by CAS, before it sleeps; a woken thread, in the CAS that takes its permit; a woken timed waiter that gives up while no permit is free | every release that adds permits (which then wakes as many as it added) |
 //!
 //! Invariant, **no lost wakeup** (the Mutex's, `src/raw/mutex.rs`, with permits for the lock):
 //! a thread sleeps only on the value "count 0, `WAITERS`", so a release, which changes the word

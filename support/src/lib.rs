@@ -23,6 +23,8 @@ pub mod kv;
 #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod locks;
 #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
+pub mod pi;
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod pingpong;
 #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod report;

@@ -26,18 +26,42 @@ pub(crate) const MODEL_CHECKED: bool = false;
 /// This thread's kernel thread id (see [`crate::futex::current_tid`]), from a per-thread
 /// cache. A `fork` child's one thread has a new id but inherits its parent thread's cache, so
 /// the cache holds the fork count it was filled under, and a `pthread_atfork` child handler,
-/// registered before any cache is filled, bumps the count in the child.
+/// registered before any cache is filled, bumps the count in the child. Registration is a
+/// flag, not a `Once`: a fork by another thread in the middle of it leaves a child whose flag
+/// says "registering" for good, and that child asks the kernel every time instead of waiting
+/// for a registration that will never finish. A child made without the C library's fork (a
+/// raw `clone`) runs no handlers and would keep its parent's id: as for the robust list, the
+/// crate relies on threads and processes being made through the C library.
 pub(crate) fn current_tid() -> u32 {
+    const UNREGISTERED: u32 = 0;
+    const REGISTERING: u32 = 1;
+    const REGISTERED: u32 = 2;
     static FORKS: AtomicU32 = AtomicU32::new(0);
-    static REGISTER: std::sync::Once = std::sync::Once::new();
-    extern "C" fn count_fork_in_child() {
+    static HANDLER: AtomicU32 = AtomicU32::new(UNREGISTERED);
+    unsafe extern "C" fn count_fork_in_child() {
         FORKS.fetch_add(1, Ordering::Relaxed);
     }
     thread_local! {
         // (the fork count when filled, the id); id 0 is never a thread's, so it means empty.
         static CACHE: core::cell::Cell<(u32, u32)> = const { core::cell::Cell::new((0, 0)) };
     }
-    REGISTER.call_once(|| super::thread::on_fork_in_child(count_fork_in_child));
+    if HANDLER.load(Ordering::Acquire) != REGISTERED {
+        if HANDLER
+            .compare_exchange(
+                UNREGISTERED,
+                REGISTERING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+            && super::process::on_fork_in_child(count_fork_in_child).is_ok()
+        {
+            HANDLER.store(REGISTERED, Ordering::Release);
+        }
+        // Nothing is cached until the handler is in place (pthread_atfork fails only without
+        // memory, and then nothing ever is).
+        return super::thread::gettid();
+    }
     // Only this thread forks this thread's image, so no fork falls between these loads and the
     // store below.
     let forks = FORKS.load(Ordering::Relaxed);

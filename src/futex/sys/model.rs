@@ -14,10 +14,12 @@
 //! `FUTEX_WAKE_OP`, with the kernel's answers (`EAGAIN` on a mismatch, `ETIMEDOUT`, `EINVAL`
 //! for a requeue onto the same word) and its quirk of waking one waiter for a count of 0 in
 //! `FUTEX_WAKE_OP`; and the PI lock's untimed `FUTEX_LOCK_PI`, `FUTEX_TRYLOCK_PI` and
-//! `FUTEX_UNLOCK_PI` on the kernel's word protocol (owner id, `WAITERS` while a thread is
-//! queued, an unlock that hands the lock to the longest waiter), without priorities or owner
-//! deaths. Every other operation answers `ENOSYS` without reading memory, as a kernel
-//! without it would, so the probe finds nothing and the fallbacks run.
+//! `FUTEX_UNLOCK_PI` on the kernel's word protocol (owner id; `WAITERS` set as a thread queues
+//! and kept by a hand-off, cleared only by an unlock that finds nobody queued; an unlock that
+//! hands the lock to the longest waiter), without priorities, timeouts or owner deaths, for
+//! model threads only (the PI probe does not run under a checker). Every other operation
+//! answers `ENOSYS` without reading memory, as a kernel without it would, so the probe finds
+//! nothing and the fallbacks run.
 
 #[cfg(futexkit_loom)]
 use ::loom as checker;
@@ -339,8 +341,8 @@ unsafe fn lock_pi(uaddr: *const u32, block: bool) -> Result<usize, Errno> {
     Ok(0)
 }
 
-/// The emulated `FUTEX_UNLOCK_PI`: the owner hands the lock to the longest waiter (`WAITERS`
-/// stays while others remain), or frees it.
+/// The emulated `FUTEX_UNLOCK_PI`: the owner hands the lock to the longest waiter, keeping
+/// `WAITERS` as the kernel does (so the new owner's unlock comes here too), or frees it.
 ///
 /// # Safety
 ///
@@ -359,11 +361,7 @@ unsafe fn unlock_pi(uaddr: *const u32) -> Result<usize, Errno> {
         None => word.store(0, Ordering::SeqCst),
         Some(pos) => {
             let next = table.waiters.remove(pos);
-            let more = table.waiters.iter().any(is_pi_waiter);
-            word.store(
-                next.pi_tid | if more { WAITERS } else { 0 },
-                Ordering::SeqCst,
-            );
+            word.store(next.pi_tid | WAITERS, Ordering::SeqCst);
             FUTEXES.woken.notify_all();
         }
     }

@@ -14,17 +14,6 @@ pub(crate) fn gettid() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
-/// Registers `handler` to run in the child of every later `fork` (`pthread_atfork`). A
-/// registration that fails (out of memory) is a panic: a child would otherwise act under its
-/// parent's thread id.
-#[cfg_attr(any(futexkit_loom, futexkit_shuttle), allow(dead_code))] // model threads never fork
-pub(crate) fn on_fork_in_child(handler: extern "C" fn()) {
-    // SAFETY: `handler` is a plain function that lives for the whole program; the other two
-    // handlers are absent (null), which pthread_atfork accepts.
-    let ret = unsafe { libc::pthread_atfork(None, None, Some(handler)) };
-    assert_eq!(ret, 0, "pthread_atfork failed: {ret}");
-}
-
 /// Reads `clock` (`CLOCK_MONOTONIC` or `CLOCK_REALTIME`).
 pub(crate) fn clock_now(clock: libc::clockid_t) -> libc::timespec {
     let id = if clock == libc::CLOCK_REALTIME {

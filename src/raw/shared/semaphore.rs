@@ -32,8 +32,11 @@
 //!    release then makes a wake call (a cost, not a lost wakeup).
 //! 3. **Peers that scribble.** A `permits` out of range fails every call
 //!    ([`SemaphoreError::Corrupted`]). A slot word no protocol writes (an id that never
-//!    releases, `NOT_RECOVERABLE`) is a permit lost; `released` and `sleepers` of any value
-//!    cost a wake or end a sleep early. Every wait ends by its deadline.
+//!    releases, `NOT_RECOVERABLE`) is a permit lost; a slot zeroed under its holder lets a
+//!    second thread in (as any count a peer rewrites can), and the first holder's release
+//!    then frees the second's. A `sleepers` of 0 under sleepers makes them wait for their
+//!    slice; any other `released` or `sleepers` costs a wake or ends a sleep early. Every wait
+//!    ends by its deadline, and nothing a peer writes is undefined behaviour here.
 //!
 //! A woken waiter whose permit another thread took sleeps again; no order among waiters is
 //! promised. A waiter does not spin (as the in-process semaphore's).
