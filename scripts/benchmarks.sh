@@ -142,12 +142,14 @@ section "Ping-pong: one round trip between two threads" pingpong $quick
 SKIP_PREVIOUS=""
 note pingpong "Reading: each mechanism against raw futex wake + wait, as the mean over fresh pairs of threads (total time over total round trips, so a slow batch counts), with the fastest and slowest batch in brackets. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription it must not be slower than sleeping. futexkit's Mutex+Condvar is the same code as std's and parking_lot's rows: its waits spin while their spins pay (src/spin.rs)."
 
+# count BINARY ARGS...: the instructions the run executes (callgrind).
+count() {
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
+        sed -n 's/.*Collected : *//p'
+}
+
 if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; then
     echo "== uncontended (callgrind)" >&2
-    count() { # binary args... -> instructions
-        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
-            sed -n 's/.*Collected : *//p'
-    }
     {
         echo "## Mutex, uncontended: instructions per lock + unlock"
         echo
@@ -232,6 +234,55 @@ note toolbox "Reading: the Semaphore against glibc's \`sem_t\` and the Mutex+Con
 
 section "Priority inversion: PiMutex against std's, futexkit's and glibc's locks" pi_inversion $quick
 note pi_inversion "Reading: three SCHED_FIFO threads on CPU 0 (as root); the high-priority thread blocks on a lock that the low-priority thread holds, and a medium-priority thread spins. With a priority-inheritance lock (futexkit's PiMutex, glibc's PTHREAD_PRIO_INHERIT mutex) the holder runs at the waiter's priority and finishes its critical section, so the wait is about that section; with the others the medium thread keeps the holder, and so the waiter, off the CPU for its whole spell. tests/pi_mutex.rs checks the same order on every CI run."
+
+if [ -z "$prebuilt" ] && wanted profile_cost; then
+    echo "== profile cost" >&2
+    # The same examples with the profile compiled in, in a target directory of their own.
+    cargo build --release --quiet --target-dir target/profile-on --features profile \
+        --example profile_cost --example uncontended
+    on=target/profile-on/release/examples
+    {
+        echo "## What the contention profile costs (feature \`profile\`)"
+        echo
+        echo "\`cargo run --release --example profile_cost -- $quick\` and the same with \`--features profile\`, run alternately (3 times each; the median of the three medians); instructions by \`valgrind --tool=callgrind target/.../uncontended futexkit 1000000\` minus 0 iterations, per lock + unlock"
+        echo
+        echo "| futexkit Mutex, contended counter (Mops/s) | 4 threads | 16 threads |"
+        echo "|---|---|---|"
+        for i in 1 2 3; do
+            "$ex/profile_cost" $quick >>"$tmp/pc_off.txt"
+            "$on/profile_cost" $quick >>"$tmp/pc_on.txt"
+        done
+        python3 - "$tmp/pc_off.txt" "$tmp/pc_on.txt" <<'PY'
+import sys
+rows = {}
+for path in sys.argv[1:]:
+    for line in open(path):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows.setdefault(cells[0], []).append([float(c) for c in cells[1:]])
+base = None
+for label, runs in rows.items():
+    med = [sorted(col)[len(col) // 2] for col in zip(*runs)]
+    if base is None:
+        base = med
+    print(f"| {label} | " + " | ".join(f"{m:.2f} ({m / b:.2f})" for m, b in zip(med, base)) + " |")
+PY
+        if command -v valgrind >/dev/null; then
+            line="| instructions per lock + unlock |"
+            for bin in "$ex/uncontended" "$on/uncontended"; do
+                a=$(count "$bin" futexkit 1000000)
+                b=$(count "$bin" futexkit 0)
+                line="$line $(python3 -c "print(f'{($a - $b) / 1e6:.1f}')") |"
+            done
+            echo
+            echo "| | compiled out | compiled in (rate 0) |"
+            echo "|---|---|---|"
+            echo "$line"
+        fi
+        echo
+        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway."
+        echo
+    } >>"$body"
+fi
 
 section "Process-shared, robust locks: futexkit::shared against glibc's robust pthread locks" shared_locks $quick
 note shared_locks "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: futexkit's shared mutex sets WAITERS in every take while sleepers are counted, so that a woken waiter killed before it takes the lock strands nobody (src/raw/shared/mutex.rs, invariant 2), which costs a wake per release where glibc's lets a lock taken in passing be released without one. The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."

@@ -56,6 +56,11 @@ pub mod futex;
 #[cfg(all(feature = "lock_api_05", not(any(futexkit_loom, futexkit_shuttle))))]
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 pub mod parking_lot;
+#[cfg(feature = "profile")]
+#[cfg_attr(docsrs, doc(cfg(feature = "profile")))]
+pub mod profile;
+#[cfg(not(feature = "profile"))]
+mod profile;
 pub mod raw;
 pub mod shared;
 pub mod spin;

@@ -54,6 +54,7 @@ use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
 use crate::futex::{Deadline, Error, Futex};
+use crate::profile::LockKind;
 use crate::spin::SpinWait;
 
 const UNLOCKED: u32 = 0;
@@ -194,11 +195,18 @@ impl RawMutex {
         self.word.load(Ordering::Relaxed) != UNLOCKED
     }
 
-    /// The slow path of a lock: spin while the holder is likely running and nobody sleeps,
-    /// then sleep until woken, and again, until the lock is taken or `deadline` passes.
-    /// Returns whether this thread holds the lock.
+    /// The slow path of a lock (sampled by the contention profile, `src/profile.rs`).
     #[cold]
     fn lock_contended(&self, deadline: Option<Deadline>) -> bool {
+        let lock = (self as *const RawMutex).cast();
+        crate::profile::contended(LockKind::Mutex, lock, || self.wait_for_lock(deadline))
+    }
+
+    /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
+    /// again, until the lock is taken or `deadline` passes. Returns whether this thread holds
+    /// the lock.
+    #[inline(always)]
+    fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
         let bitset = if deadline.is_some() {
             TIMED_WAITER
         } else {

@@ -749,6 +749,15 @@ impl RawRwLock {
     /// (false only at the deadline).
     #[cold]
     fn read_contended(&self, held: u32, deadline: Option<Deadline>) -> bool {
+        let lock = (self as *const RawRwLock).cast();
+        crate::profile::contended(crate::profile::LockKind::RwLockRead, lock, || {
+            self.wait_to_read(held, deadline)
+        })
+    }
+
+    /// The waiting of `read_contended`.
+    #[inline(always)]
+    fn wait_to_read(&self, held: u32, deadline: Option<Deadline>) -> bool {
         let bitset = match (held & UPGRADABLE != 0, deadline.is_some()) {
             (true, true) => TIMED_UPGRADABLE,
             (true, false) => UNTIMED_UPGRADABLE,
@@ -811,6 +820,15 @@ impl RawRwLock {
     /// only at the deadline).
     #[cold]
     fn exclusive_contended(&self, who: Exclusive, deadline: Option<Deadline>) -> bool {
+        let lock = (self as *const RawRwLock).cast();
+        crate::profile::contended(crate::profile::LockKind::RwLockWrite, lock, || {
+            self.wait_for_exclusive(who, deadline)
+        })
+    }
+
+    /// The waiting of `exclusive_contended`.
+    #[inline(always)]
+    fn wait_for_exclusive(&self, who: Exclusive, deadline: Option<Deadline>) -> bool {
         let mut marked = false;
         let taken = self.exclusive_waiting(who, deadline, &mut marked);
         if !taken && marked {

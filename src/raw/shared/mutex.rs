@@ -365,10 +365,24 @@ impl RawSharedMutex {
         self.take_contended(tid, deadline, true)
     }
 
-    /// The slow path of a lock: spin while the holder is likely running and nobody sleeps, then
-    /// sleep until woken, and again, until the word is taken or `deadline` passes.
+    /// The slow path of a lock (sampled by the contention profile, `src/profile.rs`).
     #[cold]
     pub(crate) fn take_contended(
+        &self,
+        tid: u32,
+        deadline: Option<Deadline>,
+        keep_owner_died: bool,
+    ) -> Result<Acquired, RawLockError> {
+        let lock = (self as *const RawSharedMutex).cast();
+        crate::profile::contended(crate::profile::LockKind::Shared, lock, || {
+            self.wait_for_word(tid, deadline, keep_owner_died)
+        })
+    }
+
+    /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
+    /// again, until the word is taken or `deadline` passes.
+    #[inline(always)]
+    fn wait_for_word(
         &self,
         tid: u32,
         deadline: Option<Deadline>,
