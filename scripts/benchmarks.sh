@@ -279,7 +279,7 @@ PY
             echo "$line"
         fi
         echo
-        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway."
+        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway. That capture delays the sampled waiter as a back-off would, leaving the lock to the threads that run, so a high rate can raise this counter's throughput: the cost shows as longer waits, not fewer operations."
         echo
     } >>"$body"
 fi
