@@ -159,7 +159,10 @@ fn disabled_pi_is_refused() {
 /// would take the child's lock for the parent.
 #[test]
 fn a_fork_child_uses_its_own_thread_id() {
+    // Twice: the first call may only register the fork handler; the second fills this
+    // thread's cache, which the child inherits.
     let parent = futexkit::futex::current_tid();
+    assert_eq!(futexkit::futex::current_tid(), parent);
     // SAFETY: the child calls only async-signal-safe code (an atomic, a const thread-local,
     // raw system calls) before `_exit`.
     let pid = unsafe { libc::fork() };
