@@ -4,9 +4,8 @@
 //! While a sampling rate is set ([`set_rate`]; 0, the default, records nothing), one contended
 //! acquisition in `rate`, picked at random, records the waiting thread's stack, the lock (its
 //! kind and address) and how long the thread waited, on every futexkit lock: `sync`'s
-//! [`Mutex`](crate::sync::Mutex) and [`RwLock`](crate::sync::RwLock), the
-//! [`parking_lot`](crate::parking_lot) and `lock_api` types built on [`crate::raw`], and the
-//! [`shared`](crate::shared) locks. [`snapshot`] returns what was recorded: its `Display` is
+//! [`Mutex`](crate::sync::Mutex) and [`RwLock`](crate::sync::RwLock), the `futexkit::parking_lot`
+//! and `lock_api` types built on [`crate::raw`], and the [`shared`](crate::shared) locks. [`snapshot`] returns what was recorded: its `Display` is
 //! a table of the sites that waited longest; [`Profile::folded`] writes folded stacks, which
 //! `inferno-flamegraph` (or `flamegraph.pl`) turns into an SVG flame graph of waiting.
 //!
