@@ -179,10 +179,12 @@ impl RawSemaphore {
     }
 
     /// After a release replaced `before` (clearing `WAITERS`) adding `added` permits: wake as
-    /// many sleepers if the bit was set.
+    /// many sleepers if the bit was set. By address, as every wake after a release: a woken
+    /// thread may free the semaphore before the call returns (`docs/kernel.md`, "Wake after
+    /// unlock").
     fn wake_for(&self, before: u32, added: u32) {
         if before & WAITERS != 0 {
-            let _ = self.word.wake(added);
+            let _ = Futex::wake_at(self.word.as_ptr(), added);
         }
     }
 
