@@ -10,6 +10,9 @@
 //! `inferno-flamegraph` (or `flamegraph.pl`) turns into an SVG flame graph of waiting.
 //!
 //! ```
+//! # // The module is private without the feature, and rustdoc still collects this example.
+//! # #[cfg(feature = "profile")]
+//! # fn main() {
 //! use futexkit::sync::Mutex;
 //! use std::sync::Arc;
 //!
@@ -32,6 +35,9 @@
 //! println!("{profile}"); // the sites that waited longest
 //! std::fs::write("/tmp/waits.folded", profile.folded()).unwrap();
 //! futexkit::profile::set_rate(0);
+//! # }
+//! # #[cfg(not(feature = "profile"))]
+//! # fn main() {}
 //! ```
 //!
 //! ## What it costs
