@@ -4,13 +4,12 @@
 //! name the caller. The tests share one process-wide profile, so they run one at a time.
 #![cfg(all(feature = "profile", not(any(futexkit_loom, futexkit_shuttle))))]
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futexkit::profile::{self, LockKind};
 use futexkit::sync::{Mutex, RwLock};
-use futexkit_support::blocked::{gettid, wait_until_blocked};
+use futexkit_support::blocked::spawn_blocked;
 
 /// One test at a time: the profile is the process's.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -35,24 +34,14 @@ fn take_cold(cold: &Mutex<u64>) {
     *cold.lock().unwrap() += 1;
 }
 
-/// Runs `f` in a thread that is asleep in a futex call (waiting for `lock`, held here) when
-/// this returns, with the time `f` itself measured around its call.
+/// Runs `f` in a thread that is asleep in a futex call (waiting for a lock held here) when this
+/// returns, with the time `f` itself took measured around its call.
 fn spawn_blocked_waiter(f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<Duration> {
-    let tid = Arc::new(AtomicU32::new(0));
-    let handle = {
-        let tid = Arc::clone(&tid);
-        std::thread::spawn(move || {
-            tid.store(gettid(), Ordering::SeqCst);
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-    };
-    while tid.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
-    wait_until_blocked(tid.load(Ordering::SeqCst));
-    handle
+    spawn_blocked(move || {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    })
 }
 
 #[test]

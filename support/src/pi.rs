@@ -124,18 +124,14 @@ fn pin(cpus: &[usize]) -> Option<libc::cpu_set_t> {
 /// Puts the calling thread on CPU 0 under `SCHED_FIFO` at `priority`; false where the system
 /// refuses (no privilege).
 pub fn real_time_on_cpu0(priority: i32) -> bool {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and the two calls take pointers to locals.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-            return false;
-        }
-        let param = libc::sched_param {
-            sched_priority: priority,
-        };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+    if pin(&[0]).is_none() {
+        return false;
     }
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param on this stack for the call.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
 /// What one run of [`inversion`] saw.
