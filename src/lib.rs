@@ -49,6 +49,11 @@
 #![warn(missing_docs)]
 
 mod atomic_copy;
+#[cfg(feature = "deadlock")]
+#[cfg_attr(docsrs, doc(cfg(feature = "deadlock")))]
+pub mod deadlock;
+#[cfg(not(feature = "deadlock"))]
+mod deadlock;
 mod fairness;
 pub mod flipcall;
 pub mod futex;

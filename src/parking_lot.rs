@@ -116,11 +116,13 @@ unsafe impl lock_api::RawMutex for RawFairMutex {
     const INIT: RawFairMutex = RawFairMutex(RawMutex::new());
     type Guard = GuardNoSend;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock(&self) -> GuardNoSend {
         self.0.lock();
         GuardNoSend::new()
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock(&self) -> Option<GuardNoSend> {
         self.0.try_lock().then(GuardNoSend::new)
     }
@@ -148,10 +150,12 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
     type Duration = Duration;
     type Instant = Instant;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.0.try_lock_for(timeout).then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.0.try_lock_until(deadline).then(GuardNoSend::new)
     }

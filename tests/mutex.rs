@@ -229,6 +229,9 @@ fn auto_traits_match_std() {
 
 #[test]
 fn sizes_are_std_s() {
+    if cfg!(feature = "deadlock") {
+        return; // each lock carries its number for the checks
+    }
     assert_eq!(std::mem::size_of::<Mutex<()>>(), 8);
     assert_eq!(
         std::mem::size_of::<Mutex<()>>(),

@@ -116,6 +116,7 @@ impl RawCondvar {
     /// # Safety
     ///
     /// The calling thread must hold `mutex`; it holds it again when this returns.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn wait(&self, mutex: &RawMutex, deadline: Option<Deadline>) -> bool {
         // Read under the lock: any notify this wait is owed comes after it.
         let seq = self.seq.load(Ordering::Relaxed);

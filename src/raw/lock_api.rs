@@ -13,10 +13,12 @@ unsafe impl lock_api::RawMutex for RawMutex {
     const INIT: RawMutex = RawMutex::new();
     type GuardMarker = lock_api::GuardNoSend;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock(&self) {
         RawMutex::lock(self);
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock(&self) -> bool {
         RawMutex::try_lock(self)
     }
@@ -48,10 +50,12 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Duration = Duration;
     type Instant = Instant;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_for(&self, timeout: Duration) -> bool {
         RawMutex::try_lock_for(self, timeout)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_until(&self, deadline: Instant) -> bool {
         RawMutex::try_lock_until(self, deadline)
     }
@@ -66,10 +70,12 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     const INIT: RawRwLock = RawRwLock::new();
     type GuardMarker = lock_api::GuardNoSend;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_shared(&self) {
         self.read();
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_shared(&self) -> bool {
         self.try_read()
     }
@@ -79,10 +85,12 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
         unsafe { self.read_unlock() }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_exclusive(&self) {
         self.write();
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_exclusive(&self) -> bool {
         self.try_write()
     }
@@ -117,18 +125,22 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Duration = Duration;
     type Instant = Instant;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_shared_for(&self, timeout: Duration) -> bool {
         self.try_read_for(timeout)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_shared_until(&self, deadline: Instant) -> bool {
         self.try_read_until(deadline)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Duration) -> bool {
         self.try_write_for(timeout)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Instant) -> bool {
         self.try_write_until(deadline)
     }
@@ -140,10 +152,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 // acquiring from their releases, with no writer in between.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_upgradable(&self) {
         self.upgradable_read();
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_upgradable(&self) -> bool {
         self.try_upgradable_read()
     }
@@ -153,11 +167,13 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         unsafe { self.upgradable_unlock() }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn upgrade(&self) {
         // SAFETY: as above.
         unsafe { RawRwLock::upgrade(self) }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn try_upgrade(&self) -> bool {
         // SAFETY: as above.
         unsafe { RawRwLock::try_upgrade(self) }
@@ -182,19 +198,23 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 // upgrade) only when they return true, and a failed upgrade leaves the upgradable read held.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: Duration) -> bool {
         self.try_upgradable_read_for(timeout)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_upgradable_until(&self, deadline: Instant) -> bool {
         self.try_upgradable_read_until(deadline)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn try_upgrade_for(&self, timeout: Duration) -> bool {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.
         unsafe { RawRwLock::try_upgrade_for(self, timeout) }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn try_upgrade_until(&self, deadline: Instant) -> bool {
         // SAFETY: as above.
         unsafe { RawRwLock::try_upgrade_until(self, deadline) }

@@ -23,11 +23,13 @@ unsafe impl lock_api::RawMutex for RawMutex {
     const INIT: RawMutex = RawMutex::new();
     type Guard = GuardNoSend;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock(&self) -> GuardNoSend {
         RawMutex::lock(self);
         GuardNoSend::new()
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock(&self) -> Option<GuardNoSend> {
         RawMutex::try_lock(self).then(GuardNoSend::new)
     }
@@ -58,10 +60,12 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Duration = Duration;
     type Instant = Instant;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         RawMutex::try_lock_for(self, timeout).then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         RawMutex::try_lock_until(self, deadline).then(GuardNoSend::new)
     }
@@ -79,6 +83,7 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     const INIT: RawCondvar = RawCondvar::new();
     type RawMutex = RawMutex;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut GuardNoSend) {
         // SAFETY: lock_api's caller holds `mutex`.
         unsafe { RawCondvar::wait(self, mutex, None) };
@@ -102,6 +107,7 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
         Instant::now().checked_add(*timeout)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn wait_until(
         &self,
         mutex: &RawMutex,
@@ -124,11 +130,13 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     type SharedGuard = GuardNoSend;
     type ExclusiveGuard = GuardNoSend;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_shared(&self) -> GuardNoSend {
         self.read();
         GuardNoSend::new()
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_shared(&self) -> Option<GuardNoSend> {
         self.try_read().then(GuardNoSend::new)
     }
@@ -138,11 +146,13 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
         unsafe { self.read_unlock() }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_exclusive(&self) -> GuardNoSend {
         self.write();
         GuardNoSend::new()
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_exclusive(&self) -> Option<GuardNoSend> {
         self.try_write().then(GuardNoSend::new)
     }
@@ -177,18 +187,22 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Duration = Duration;
     type Instant = Instant;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_shared_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_read_for(timeout).then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_shared_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.try_read_until(deadline).then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_write_for(timeout).then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.try_write_until(deadline).then(GuardNoSend::new)
     }
@@ -203,11 +217,13 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     type UpgradableGuard = GuardNoSend;
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_upgradable(&self) -> GuardNoSend {
         self.upgradable_read();
         GuardNoSend::new()
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_upgradable(&self) -> Option<GuardNoSend> {
         self.try_upgradable_read().then(GuardNoSend::new)
     }
@@ -217,12 +233,14 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
         unsafe { self.upgradable_unlock() }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn upgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: as above.
         unsafe { RawRwLock::upgrade(self) };
         GuardNoSend::new()
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn try_upgrade(&self, guard: GuardNoSend) -> Result<GuardNoSend, GuardNoSend> {
         // SAFETY: as above.
         if unsafe { RawRwLock::try_upgrade(self) } {
@@ -253,15 +271,18 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 // upgrade) only when they return `Some`/`Ok`.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_upgradable_read_for(timeout).then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.try_upgradable_read_until(deadline)
             .then(GuardNoSend::new)
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn try_upgrade_for(
         &self,
         guard: GuardNoSend,
@@ -275,6 +296,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
         }
     }
 
+    #[cfg_attr(feature = "deadlock", track_caller)]
     unsafe fn try_upgrade_until(
         &self,
         guard: GuardNoSend,

@@ -53,6 +53,7 @@ use core::fmt;
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
+use crate::deadlock::{LockId, Mode, Target, Wait};
 use crate::futex::{Deadline, Error, Futex};
 use crate::profile::LockKind;
 use crate::spin::SpinWait;
@@ -88,6 +89,8 @@ const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
 #[derive(Default)]
 pub struct RawMutex {
     word: Futex,
+    /// The deadlock checks' name for it (empty without the `deadlock` feature).
+    id: LockId,
 }
 
 impl fmt::Debug for RawMutex {
@@ -104,34 +107,80 @@ impl RawMutex {
         pub const fn new() -> RawMutex {
             RawMutex {
                 word: Futex::new(UNLOCKED),
+                id: LockId::new(),
             }
         }
     }
 
     /// Blocks until this thread holds the lock.
+    ///
+    /// # Panics
+    ///
+    /// With the `deadlock` feature, if this thread holds the lock already
+    /// ([`crate::deadlock`]).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) {
-        if !self.try_lock() {
-            self.lock_contended(None);
-        }
+        let lock = || {
+            if !self.take_free() {
+                self.lock_contended(None);
+            }
+        };
+        crate::deadlock::acquire(self.checked(), Mode::Exclusive, Wait::Untimed, lock, |_| {
+            true
+        })
     }
 
     /// Takes the lock if it is free now; returns whether it did.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn try_lock(&self) -> bool {
-        self.word
-            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        let try_lock = || self.take_free();
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            try_lock,
+            |&took| took,
+        )
     }
 
     /// Blocks until this thread holds the lock or `deadline` passes; returns whether it does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)))
+        self.lock_bounded(Deadline::at(deadline))
     }
 
     /// Blocks until this thread holds the lock or `timeout` passes; returns whether it does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(&self, timeout: Duration) -> bool {
-        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)))
+        self.lock_bounded(Deadline::after(timeout))
+    }
+
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    fn lock_bounded(&self, deadline: Deadline) -> bool {
+        let lock = || self.take_free() || self.lock_contended(Some(deadline));
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            lock,
+            |&took| took,
+        )
+    }
+
+    /// The lock as the deadlock checks name it.
+    #[inline(always)]
+    fn checked(&self) -> Target<'_> {
+        Target::local(crate::deadlock::LockKind::Mutex, &self.id)
+    }
+
+    /// A lock's fast path: `UNLOCKED -> LOCKED` by one CAS.
+    #[inline]
+    fn take_free(&self) -> bool {
+        self.word
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Releases the lock, waking a sleeping waiter if there is one.
@@ -141,6 +190,7 @@ impl RawMutex {
     /// The calling thread must hold the lock (taken with `lock` or a successful `try_lock*`).
     #[inline]
     pub unsafe fn unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         if !self.release_uncontended() {
             self.unlock_contended(crate::fairness::hand_off_now());
         }
@@ -176,6 +226,7 @@ impl RawMutex {
     /// ```
     #[inline]
     pub unsafe fn unlock_fair(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         if !self.release_uncontended() {
             self.unlock_contended(true);
         }

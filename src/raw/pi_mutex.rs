@@ -30,6 +30,7 @@ use core::fmt;
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
+use crate::deadlock::{LockId, Mode, Target, Wait};
 use crate::futex::{current_tid, pi_bits, Capability, Deadline, Error, Futex};
 
 /// The kernel lacks priority-inheritance futexes (`CONFIG_FUTEX_PI`), or `FUTEXKIT_DISABLE`
@@ -60,6 +61,8 @@ impl std::error::Error for PiUnsupported {}
 /// ```
 pub struct RawPiMutex {
     word: Futex,
+    /// The deadlock checks' name for it (empty without the `deadlock` feature).
+    id: LockId,
 }
 
 impl fmt::Debug for RawPiMutex {
@@ -82,6 +85,7 @@ impl RawPiMutex {
         }
         Ok(RawPiMutex {
             word: Futex::new(0),
+            id: LockId::new(),
         })
     }
 
@@ -92,14 +96,44 @@ impl RawPiMutex {
     ///
     /// If this thread holds the lock already (the kernel reports the deadlock), or its holder
     /// thread exited holding it.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) {
-        if !self.try_lock() {
-            self.lock_contended(None);
-        }
+        let lock = || {
+            if !self.take_free() {
+                self.lock_contended(None);
+            }
+        };
+        crate::deadlock::acquire(self.checked(), Mode::Exclusive, Wait::Untimed, lock, |_| {
+            true
+        })
     }
 
     /// Takes the lock if it is free now; returns whether it did.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> bool {
+        self.lock_bounded(None)
+    }
+
+    /// A bounded lock: one attempt without a deadline, else waits until `deadline`.
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    fn lock_bounded(&self, deadline: Option<Deadline>) -> bool {
+        let lock = || self.take_free() || deadline.is_some_and(|d| self.lock_contended(Some(d)));
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            lock,
+            |&took| took,
+        )
+    }
+
+    /// The lock as the deadlock checks name it.
+    fn checked(&self) -> Target<'_> {
+        Target::local(crate::deadlock::LockKind::PiMutex, &self.id)
+    }
+
+    /// The fast path: this thread's id into a free word.
+    fn take_free(&self) -> bool {
         self.word
             .compare_exchange(0, current_tid(), Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -111,8 +145,9 @@ impl RawPiMutex {
     /// # Panics
     ///
     /// As [`lock`](RawPiMutex::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.try_lock() || self.lock_contended(Some(Deadline::at(deadline)))
+        self.lock_bounded(Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds the lock or `timeout` passes; returns whether it holds
@@ -121,8 +156,9 @@ impl RawPiMutex {
     /// # Panics
     ///
     /// As [`lock`](RawPiMutex::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(&self, timeout: Duration) -> bool {
-        self.try_lock() || self.lock_contended(Some(Deadline::after(timeout)))
+        self.lock_bounded(Some(Deadline::after(timeout)))
     }
 
     /// Releases the lock, to the queued thread of highest priority if any.
@@ -131,6 +167,7 @@ impl RawPiMutex {
     ///
     /// This thread holds the lock.
     pub unsafe fn unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         if self
             .word
             .compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed)

@@ -107,6 +107,7 @@ use core::fmt;
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
+use crate::deadlock::{LockId, Mode, Target, Wait};
 use crate::futex::{Deadline, Error, Futex, WakeOpKind};
 use crate::spin::SpinWait;
 
@@ -170,6 +171,15 @@ fn upgradable_readers_may_come(before: u32) -> bool {
     before & (READERS_WAITING | WRITERS_WAITING) == READERS_WAITING
 }
 
+/// How the deadlock checks name a read lock of kind `held`.
+fn mode(held: u32) -> Mode {
+    if held & UPGRADABLE != 0 {
+        Mode::UpgradableRead
+    } else {
+        Mode::Read
+    }
+}
+
 /// The word after the upgradable reader, alone in the count, upgrades (invariant 6).
 fn upgraded(state: u32) -> u32 {
     (state & (WRITERS_WAITING | READERS_WAITING)) | WRITE_LOCKED
@@ -218,6 +228,8 @@ fn upgraded(state: u32) -> u32 {
 #[derive(Default)]
 pub struct RawRwLock {
     state: Futex,
+    /// The deadlock checks' name for it (empty without the `deadlock` feature).
+    id: LockId,
 }
 
 impl fmt::Debug for RawRwLock {
@@ -247,6 +259,7 @@ impl RawRwLock {
         pub const fn new() -> RawRwLock {
             RawRwLock {
                 state: Futex::new(0),
+                id: LockId::new(),
             }
         }
     }
@@ -256,18 +269,51 @@ impl RawRwLock {
     /// # Panics
     ///
     /// If the lock already has the most readers it can count (2^26 - 2).
+    ///
+    /// With the `deadlock` feature, also if this thread holds the lock already
+    /// ([`crate::deadlock`]).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn read(&self) {
-        if !self.try_read() {
-            self.read_contended(PLAIN_READ, None);
-        }
+        self.read_kind(PLAIN_READ);
+    }
+
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
+    fn read_kind(&self, held: u32) {
+        let read = || {
+            if !self.try_read_kind(held) {
+                self.read_contended(held, None);
+            }
+        };
+        crate::deadlock::acquire(self.checked(), mode(held), Wait::Untimed, read, |_| true)
+    }
+
+    /// A bounded read lock of kind `held`: one attempt without a deadline, else waits until
+    /// `deadline`.
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
+    fn read_bounded(&self, held: u32, deadline: Option<Deadline>) -> bool {
+        let read = || {
+            self.try_read_kind(held) || deadline.is_some_and(|d| self.read_contended(held, Some(d)))
+        };
+        crate::deadlock::acquire(self.checked(), mode(held), Wait::Bounded, read, |&took| {
+            took
+        })
+    }
+
+    /// The lock as the deadlock checks name it.
+    #[inline(always)]
+    fn checked(&self) -> Target<'_> {
+        Target::local(crate::deadlock::LockKind::RwLock, &self.id)
     }
 
     /// Takes a read lock if one can be had now (no writer holds or waits); returns whether it
     /// did.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn try_read(&self) -> bool {
-        self.try_read_kind(PLAIN_READ)
+        self.read_bounded(PLAIN_READ, None)
     }
 
     #[inline]
@@ -311,13 +357,15 @@ impl RawRwLock {
 
     /// Blocks until this thread holds a read lock or `deadline` passes; returns whether it
     /// does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_until(&self, deadline: Instant) -> bool {
-        self.try_read() || self.read_contended(PLAIN_READ, Some(Deadline::at(deadline)))
+        self.read_bounded(PLAIN_READ, Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds a read lock or `timeout` passes; returns whether it does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_for(&self, timeout: Duration) -> bool {
-        self.try_read() || self.read_contended(PLAIN_READ, Some(Deadline::after(timeout)))
+        self.read_bounded(PLAIN_READ, Some(Deadline::after(timeout)))
     }
 
     /// Blocks until this thread holds the upgradable read: a read lock that no other thread
@@ -326,44 +374,80 @@ impl RawRwLock {
     /// # Panics
     ///
     /// As [`read`](RawRwLock::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn upgradable_read(&self) {
-        if !self.try_upgradable_read() {
-            self.read_contended(UPGRADABLE_READ, None);
-        }
+        self.read_kind(UPGRADABLE_READ);
     }
 
     /// Takes the upgradable read if it can be had now (no writer holds or waits, no thread
     /// holds the upgradable read); returns whether it did.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_upgradable_read(&self) -> bool {
-        self.try_read_kind(UPGRADABLE_READ)
+        self.read_bounded(UPGRADABLE_READ, None)
     }
 
     /// Blocks until this thread holds the upgradable read or `deadline` passes; returns
     /// whether it does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_upgradable_read_until(&self, deadline: Instant) -> bool {
-        self.try_upgradable_read()
-            || self.read_contended(UPGRADABLE_READ, Some(Deadline::at(deadline)))
+        self.read_bounded(UPGRADABLE_READ, Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds the upgradable read or `timeout` passes; returns whether
     /// it does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_upgradable_read_for(&self, timeout: Duration) -> bool {
-        self.try_upgradable_read()
-            || self.read_contended(UPGRADABLE_READ, Some(Deadline::after(timeout)))
+        self.read_bounded(UPGRADABLE_READ, Some(Deadline::after(timeout)))
     }
 
     /// Blocks until this thread holds the write lock.
+    ///
+    /// # Panics
+    ///
+    /// With the `deadlock` feature, if this thread holds the lock already
+    /// ([`crate::deadlock`]).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn write(&self) {
-        if !self.try_write() {
-            self.write_contended(None);
-        }
+        let write = || {
+            if !self.take_write() {
+                self.write_contended(None);
+            }
+        };
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Untimed,
+            write,
+            |_| true,
+        )
     }
 
     /// Takes the write lock if no thread holds it now (and no read phase is open); returns
     /// whether it did.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn try_write(&self) -> bool {
+        self.write_bounded(None)
+    }
+
+    /// A bounded write lock: one attempt without a deadline, else waits until `deadline`.
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
+    fn write_bounded(&self, deadline: Option<Deadline>) -> bool {
+        let write = || self.take_write() || deadline.is_some_and(|d| self.write_contended(Some(d)));
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            write,
+            |&took| took,
+        )
+    }
+
+    /// The write lock's fast path: the word from 0, or from waiting bits alone.
+    #[inline]
+    fn take_write(&self) -> bool {
         self.state
             .compare_exchange(0, WRITE_LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -388,14 +472,16 @@ impl RawRwLock {
 
     /// Blocks until this thread holds the write lock or `deadline` passes; returns whether it
     /// does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_until(&self, deadline: Instant) -> bool {
-        self.try_write() || self.write_contended(Some(Deadline::at(deadline)))
+        self.write_bounded(Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds the write lock or `timeout` passes; returns whether it
     /// does.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_for(&self, timeout: Duration) -> bool {
-        self.try_write() || self.write_contended(Some(Deadline::after(timeout)))
+        self.write_bounded(Some(Deadline::after(timeout)))
     }
 
     /// Releases a read lock.
@@ -407,6 +493,7 @@ impl RawRwLock {
     /// [`downgrade_upgradable`](RawRwLock::downgrade_upgradable)).
     #[inline]
     pub unsafe fn read_unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::Read);
         self.release_read(PLAIN_READ);
     }
 
@@ -418,6 +505,7 @@ impl RawRwLock {
     /// successful `try_upgradable_read*`, or by
     /// [`downgrade_to_upgradable`](RawRwLock::downgrade_to_upgradable)).
     pub unsafe fn upgradable_unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::UpgradableRead);
         self.release_read(UPGRADABLE_READ);
     }
 
@@ -528,6 +616,7 @@ impl RawRwLock {
     /// `try_write*`, or by an upgrade).
     #[inline]
     pub unsafe fn write_unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         if !self.release_write_uncontended() {
             self.write_unlock_contended(false);
         }
@@ -549,6 +638,7 @@ impl RawRwLock {
     ///
     /// As [`write_unlock`](RawRwLock::write_unlock).
     pub unsafe fn write_unlock_fair(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         if !self.release_write_uncontended() {
             self.write_unlock_contended(true);
         }
@@ -622,6 +712,7 @@ impl RawRwLock {
     ///
     /// The calling thread must hold the write lock; afterwards it holds a plain read lock.
     pub unsafe fn downgrade(&self) {
+        crate::deadlock::weaken(self.checked(), Mode::Exclusive, Mode::Read);
         self.downgrade_to(PLAIN_READ);
     }
 
@@ -633,6 +724,7 @@ impl RawRwLock {
     ///
     /// The calling thread must hold the write lock; afterwards it holds the upgradable read.
     pub unsafe fn downgrade_to_upgradable(&self) {
+        crate::deadlock::weaken(self.checked(), Mode::Exclusive, Mode::UpgradableRead);
         self.downgrade_to(UPGRADABLE_READ);
     }
 
@@ -667,6 +759,7 @@ impl RawRwLock {
     /// The calling thread must hold the upgradable read; afterwards it holds a plain read
     /// lock.
     pub unsafe fn downgrade_upgradable(&self) {
+        crate::deadlock::weaken(self.checked(), Mode::UpgradableRead, Mode::Read);
         let before = self.state.fetch_and(!UPGRADABLE, Ordering::Release);
         if upgradable_readers_may_come(before) {
             // This thread holds a read lock: the word is alive.
@@ -681,11 +774,14 @@ impl RawRwLock {
     /// # Safety
     ///
     /// The calling thread must hold the upgradable read; afterwards it holds the write lock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn upgrade(&self) {
-        // SAFETY: the caller holds the upgradable read.
-        if !unsafe { self.try_upgrade() } {
-            self.exclusive_contended(Exclusive::Upgrader, None);
-        }
+        let upgrade = || {
+            if !self.upgrade_now() {
+                self.exclusive_contended(Exclusive::Upgrader, None);
+            }
+        };
+        crate::deadlock::upgrade(self.checked(), Wait::Untimed, upgrade, |_| true);
     }
 
     /// Turns this thread's upgradable read into the write lock if no other thread holds a
@@ -694,7 +790,26 @@ impl RawRwLock {
     /// # Safety
     ///
     /// The calling thread must hold the upgradable read.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn try_upgrade(&self) -> bool {
+        self.upgrade_bounded(None)
+    }
+
+    /// A bounded upgrade: one attempt without a deadline, else waits until `deadline`. The
+    /// caller holds the upgradable read.
+    #[inline]
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    fn upgrade_bounded(&self, deadline: Option<Deadline>) -> bool {
+        let upgrade = || {
+            self.upgrade_now()
+                || deadline.is_some_and(|d| self.exclusive_contended(Exclusive::Upgrader, Some(d)))
+        };
+        crate::deadlock::upgrade(self.checked(), Wait::Bounded, upgrade, |&took| took)
+    }
+
+    /// The upgrade if no other reader holds the lock now; the caller holds the upgradable
+    /// read.
+    fn upgrade_now(&self) -> bool {
         let mut state = self.state.load(Ordering::Relaxed);
         // Waiters may set bits meanwhile; only other readers make it fail.
         while readers(state) == 1 {
@@ -717,10 +832,9 @@ impl RawRwLock {
     /// # Safety
     ///
     /// The calling thread must hold the upgradable read.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn try_upgrade_until(&self, deadline: Instant) -> bool {
-        // SAFETY: the caller holds the upgradable read.
-        let upgraded = unsafe { self.try_upgrade() };
-        upgraded || self.exclusive_contended(Exclusive::Upgrader, Some(Deadline::at(deadline)))
+        self.upgrade_bounded(Some(Deadline::at(deadline)))
     }
 
     /// As [`upgrade`](RawRwLock::upgrade), giving up after `timeout`; returns whether this
@@ -729,10 +843,9 @@ impl RawRwLock {
     /// # Safety
     ///
     /// The calling thread must hold the upgradable read.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn try_upgrade_for(&self, timeout: Duration) -> bool {
-        // SAFETY: the caller holds the upgradable read.
-        let upgraded = unsafe { self.try_upgrade() };
-        upgraded || self.exclusive_contended(Exclusive::Upgrader, Some(Deadline::after(timeout)))
+        self.upgrade_bounded(Some(Deadline::after(timeout)))
     }
 
     /// Whether any thread holds the lock now (a snapshot).

@@ -73,6 +73,7 @@ impl SharedCondvar {
     /// # Errors
     ///
     /// What [`SharedMutex::lock`](crate::shared::SharedMutex::lock) returns when relocking.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait<'a, T: Plain>(
         &self,
         guard: SharedMutexGuard<'a, T>,
@@ -91,6 +92,7 @@ impl SharedCondvar {
     /// As [`wait`](Self::wait); [`LockError::TimedOut`] if the mutex could not be retaken by
     /// the deadline: the guard is gone then, and the mutex not held.
     #[allow(clippy::type_complexity)]
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_timeout<'a, T: Plain>(
         &self,
         guard: SharedMutexGuard<'a, T>,
@@ -108,6 +110,7 @@ impl SharedCondvar {
     ///
     /// As [`wait_timeout`](Self::wait_timeout).
     #[allow(clippy::type_complexity)]
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_until<'a, T: Plain>(
         &self,
         guard: SharedMutexGuard<'a, T>,
@@ -120,6 +123,7 @@ impl SharedCondvar {
     }
 
     #[allow(clippy::type_complexity)]
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn wait_deadline<'a, T: Plain>(
         &self,
         guard: SharedMutexGuard<'a, T>,

@@ -73,6 +73,7 @@ impl<T: Plain> SharedMutex<T> {
     /// [`LockError::OwnerDied`] (the lock is held: repair and mark consistent),
     /// [`LockError::NotRecoverable`], [`LockError::WouldDeadlock`],
     /// [`LockError::Unsupported`], [`LockError::Futex`].
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) -> Result<SharedMutexGuard<'_, T>, LockError<SharedMutexGuard<'_, T>>> {
         self.guard(self.raw.lock())
     }
@@ -82,6 +83,7 @@ impl<T: Plain> SharedMutex<T> {
     /// # Errors
     ///
     /// [`LockError::WouldBlock`] if another thread holds it; otherwise as [`lock`](Self::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> Result<SharedMutexGuard<'_, T>, LockError<SharedMutexGuard<'_, T>>> {
         self.guard(self.raw.try_lock())
     }
@@ -91,6 +93,7 @@ impl<T: Plain> SharedMutex<T> {
     /// # Errors
     ///
     /// [`LockError::TimedOut`]; otherwise as [`lock`](Self::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(
         &self,
         timeout: Duration,
@@ -103,6 +106,7 @@ impl<T: Plain> SharedMutex<T> {
     /// # Errors
     ///
     /// [`LockError::TimedOut`]; otherwise as [`lock`](Self::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(
         &self,
         deadline: Instant,
@@ -144,6 +148,7 @@ impl<T: Plain> SharedMutex<T> {
 }
 
 impl<T: Plain + fmt::Debug> fmt::Debug for SharedMutex<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("SharedMutex");
         match self.try_lock() {

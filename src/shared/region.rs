@@ -210,6 +210,7 @@ impl Drop for Region {
         if self.held_in_this_process() {
             return;
         }
+        crate::deadlock::forget_shared(self.base.cast_const().cast(), self.len);
         // SAFETY: the whole mapping, made by `map_shared`; no object borrowed from the region
         // outlives it, and no thread of this process has a word of it in its robust list.
         unsafe { sys::memory::unmap(self.base, self.len) };

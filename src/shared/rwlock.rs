@@ -74,6 +74,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// lock to repair it). Otherwise [`LockError::NotRecoverable`],
     /// [`LockError::WouldDeadlock`] (this thread holds the write lock),
     /// [`LockError::Unsupported`], [`LockError::Futex`].
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> ReadResult<'_, T> {
         self.read_guard(self.raw.read())
     }
@@ -83,6 +84,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// # Errors
     ///
     /// [`LockError::WouldBlock`]; otherwise as [`read`](Self::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read(&self) -> ReadResult<'_, T> {
         self.read_guard(self.raw.try_read())
     }
@@ -92,6 +94,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// # Errors
     ///
     /// [`LockError::TimedOut`]; otherwise as [`read`](Self::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_for(&self, timeout: Duration) -> ReadResult<'_, T> {
         self.read_guard(self.raw.try_read_until(Deadline::after(timeout)))
     }
@@ -101,6 +104,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// # Errors
     ///
     /// [`LockError::TimedOut`]; otherwise as [`read`](Self::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_until(&self, deadline: Instant) -> ReadResult<'_, T> {
         self.read_guard(self.raw.try_read_until(Deadline::at(deadline)))
     }
@@ -112,6 +116,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// [`LockError::OwnerDied`] (the lock is held: repair and mark consistent),
     /// [`LockError::NotRecoverable`], [`LockError::WouldDeadlock`] (this thread holds a read
     /// or the write lock), [`LockError::Unsupported`], [`LockError::Futex`].
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn write(&self) -> WriteResult<'_, T> {
         self.write_guard(self.raw.write())
     }
@@ -121,6 +126,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// # Errors
     ///
     /// [`LockError::WouldBlock`]; otherwise as [`write`](Self::write).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write(&self) -> WriteResult<'_, T> {
         self.write_guard(self.raw.try_write())
     }
@@ -130,6 +136,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// # Errors
     ///
     /// [`LockError::TimedOut`]; otherwise as [`write`](Self::write).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_for(&self, timeout: Duration) -> WriteResult<'_, T> {
         self.write_guard(self.raw.try_write_until(Deadline::after(timeout)))
     }
@@ -139,6 +146,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// # Errors
     ///
     /// [`LockError::TimedOut`]; otherwise as [`write`](Self::write).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_until(&self, deadline: Instant) -> WriteResult<'_, T> {
         self.write_guard(self.raw.try_write_until(Deadline::at(deadline)))
     }

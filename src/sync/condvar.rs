@@ -76,6 +76,7 @@ impl Condvar {
     ///
     /// A [`PoisonError`] holding the guard if the mutex is poisoned when this thread relocks
     /// it.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
         self.wait_raw(&guard, None);
         guard.relocked()
@@ -87,6 +88,7 @@ impl Condvar {
     /// # Errors
     ///
     /// As [`wait`](Condvar::wait).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_while<'a, T: ?Sized, F>(
         &self,
         mut guard: MutexGuard<'a, T>,
@@ -107,6 +109,7 @@ impl Condvar {
     /// # Errors
     ///
     /// As [`wait`](Condvar::wait), with the timeout result beside the guard.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_timeout<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -129,6 +132,7 @@ impl Condvar {
     /// # Errors
     ///
     /// As [`wait_timeout`](Condvar::wait_timeout).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_timeout_while<'a, T: ?Sized, F>(
         &self,
         mut guard: MutexGuard<'a, T>,
@@ -162,6 +166,7 @@ impl Condvar {
 
     /// Waits on the raw condition variable with the guard's mutex; returns whether the deadline
     /// passed without a notify.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn wait_raw<T: ?Sized>(&self, guard: &MutexGuard<'_, T>, deadline: Option<Deadline>) -> bool {
         // SAFETY: the guard proves this thread holds the mutex; the wait returns with it held
         // again, so the guard stays true.

@@ -117,6 +117,7 @@ impl<T> Mutex<T> {
     /// # Errors
     ///
     /// A [`PoisonError`] (holding nothing) if the mutex is poisoned.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn get_cloned(&self) -> Result<T, PoisonError<()>>
     where
         T: Clone,
@@ -152,6 +153,7 @@ impl<T> Mutex<T> {
     /// # Errors
     ///
     /// A [`PoisonError`] holding `value`, not stored, if the mutex is poisoned.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn replace(&self, value: T) -> LockResult<T> {
         match self.lock() {
             Ok(mut guard) => Ok(core::mem::replace(&mut *guard, value)),
@@ -171,6 +173,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Panics
     ///
     /// Locking a mutex this thread already holds deadlocks (as std may); it does not panic.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
         self.raw.lock();
         self.guard()
@@ -182,6 +185,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if another thread holds it; [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as
     /// for [`lock`](Mutex::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock(), || self.guard())
     }
@@ -207,6 +211,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Errors
     ///
     /// As [`try_lock`](Mutex::try_lock), with `WouldBlock` meaning the time ran out.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(&self, timeout: Duration) -> TryLockResult<MutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock_for(timeout), || self.guard())
     }
@@ -216,6 +221,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Errors
     ///
     /// As [`try_lock_for`](Mutex::try_lock_for).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Instant) -> TryLockResult<MutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock_until(deadline), || self.guard())
     }
@@ -264,6 +270,7 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // As std's Mutex prints it (a quoted placeholder, unlike its RwLock).
         super::debug_lock(f, "Mutex", self.try_lock(), self.is_poisoned(), &"<locked>")

@@ -106,6 +106,7 @@ impl<T> Mutex<T> {
     }
 
     /// A clone of the value, taken under the lock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn get_cloned(&self) -> T
     where
         T: Clone,
@@ -119,6 +120,7 @@ impl<T> Mutex<T> {
     }
 
     /// Puts `value` in under the lock and returns the value it replaces.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn replace(&self, value: T) -> T {
         core::mem::replace(&mut *self.lock(), value)
     }
@@ -127,6 +129,7 @@ impl<T> Mutex<T> {
 impl<T: ?Sized> Mutex<T> {
     /// Blocks until this thread holds the lock. Locking a mutex this thread already holds
     /// deadlocks.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         self.raw.lock();
         self.guard()
@@ -137,6 +140,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] if another thread holds it.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
         self.raw.try_lock().then(|| self.guard()).ok_or(WouldBlock)
     }
@@ -146,6 +150,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] if another thread still held it when the time ran out.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(&self, timeout: Duration) -> TryLockResult<MutexGuard<'_, T>> {
         self.raw
             .try_lock_for(timeout)
@@ -158,6 +163,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] if another thread still held it at the deadline.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Instant) -> TryLockResult<MutexGuard<'_, T>> {
         self.raw
             .try_lock_until(deadline)
@@ -179,6 +185,7 @@ impl<T: ?Sized> Mutex<T> {
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Mutex");
         match self.try_lock() {
@@ -276,6 +283,7 @@ impl<T> RwLock<T> {
     }
 
     /// A clone of the value, taken under a read lock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn get_cloned(&self) -> T
     where
         T: Clone,
@@ -289,6 +297,7 @@ impl<T> RwLock<T> {
     }
 
     /// Puts `value` in under a write lock and returns the value it replaces.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn replace(&self, value: T) -> T {
         core::mem::replace(&mut *self.write(), value)
     }
@@ -297,6 +306,7 @@ impl<T> RwLock<T> {
 impl<T: ?Sized> RwLock<T> {
     /// Blocks until this thread holds a read lock (shared with other readers). New readers
     /// wait behind a waiting writer, so a thread that reads again while it reads can deadlock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
         self.raw.read();
         self.read_guard()
@@ -307,6 +317,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] otherwise.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         self.raw
             .try_read()
@@ -319,6 +330,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] if the time ran out first.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_for(&self, timeout: Duration) -> TryLockResult<RwLockReadGuard<'_, T>> {
         self.raw
             .try_read_for(timeout)
@@ -327,6 +339,7 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     /// Blocks until this thread holds the write lock (exclusive).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
         self.raw.write();
         self.write_guard()
@@ -337,6 +350,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] otherwise.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         self.raw
             .try_write()
@@ -349,6 +363,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// [`WouldBlock`] if the time ran out first.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_for(&self, timeout: Duration) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         self.raw
             .try_write_for(timeout)
@@ -378,6 +393,7 @@ impl<T: ?Sized> RwLock<T> {
 
 impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// Turns the write lock into a read lock with no writer in between.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn downgrade(guard: RwLockWriteGuard<'a, T>) -> RwLockReadGuard<'a, T> {
         let lock = guard.lock;
         core::mem::forget(guard);
@@ -389,6 +405,7 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RwLock");
         match self.try_read() {
@@ -476,11 +493,13 @@ impl Condvar {
 
     /// Unlocks the guard's mutex, blocks until notified (or spuriously woken), and locks it
     /// again before it returns.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait<T: ?Sized>(&self, guard: &mut MutexGuard<'_, T>) {
         self.wait_raw(guard, None);
     }
 
     /// Waits until `condition` returns false, re-checking it under the lock after every wakeup.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_while<T: ?Sized, F>(&self, guard: &mut MutexGuard<'_, T>, mut condition: F)
     where
         F: FnMut(&mut T) -> bool,
@@ -492,6 +511,7 @@ impl Condvar {
 
     /// As [`wait`](Condvar::wait), giving up after about `timeout`; says whether the time ran
     /// out (a notify may still have arrived meanwhile: check the condition).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_timeout<T: ?Sized>(
         &self,
         guard: &mut MutexGuard<'_, T>,
@@ -502,6 +522,7 @@ impl Condvar {
 
     /// Waits until `condition` returns false or `timeout` has passed in all; `timed_out()` is
     /// true if the condition still held when the time ran out.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn wait_timeout_while<T: ?Sized, F>(
         &self,
         guard: &mut MutexGuard<'_, T>,
@@ -535,6 +556,7 @@ impl Condvar {
 
     /// Waits on the raw condition variable with the guard's mutex; returns whether the
     /// deadline passed without a notify.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn wait_raw<T: ?Sized>(&self, guard: &MutexGuard<'_, T>, deadline: Option<Deadline>) -> bool {
         // SAFETY: the guard proves this thread holds the mutex; the wait returns with it held
         // again, so the guard stays true.

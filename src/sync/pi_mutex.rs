@@ -108,6 +108,7 @@ impl<T: ?Sized> PiMutex<T> {
     ///
     /// If this thread holds the lock already, or the thread that held it exited without
     /// unlocking (its guard forgotten).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) -> LockResult<PiMutexGuard<'_, T>> {
         self.raw.lock();
         self.guard()
@@ -120,6 +121,7 @@ impl<T: ?Sized> PiMutex<T> {
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if a thread holds
     /// it (this one included); [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned)
     /// as for [`lock`](PiMutex::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> TryLockResult<PiMutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock(), || self.guard())
     }
@@ -133,6 +135,7 @@ impl<T: ?Sized> PiMutex<T> {
     /// # Panics
     ///
     /// As [`lock`](PiMutex::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(&self, timeout: Duration) -> TryLockResult<PiMutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock_for(timeout), || self.guard())
     }
@@ -146,6 +149,7 @@ impl<T: ?Sized> PiMutex<T> {
     /// # Panics
     ///
     /// As [`lock`](PiMutex::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Instant) -> TryLockResult<PiMutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock_until(deadline), || self.guard())
     }
@@ -181,6 +185,7 @@ impl<T: ?Sized> PiMutex<T> {
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for PiMutex<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         super::debug_lock(
             f,

@@ -146,6 +146,7 @@ impl<T> RwLock<T> {
     /// # Errors
     ///
     /// A [`PoisonError`] (holding nothing) if the lock is poisoned.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn get_cloned(&self) -> Result<T, PoisonError<()>>
     where
         T: Clone,
@@ -181,6 +182,7 @@ impl<T> RwLock<T> {
     /// # Errors
     ///
     /// A [`PoisonError`] holding `value`, not stored, if the lock is poisoned.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn replace(&self, value: T) -> LockResult<T> {
         match self.write() {
             Ok(mut guard) => Ok(core::mem::replace(&mut *guard, value)),
@@ -203,6 +205,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     ///
     /// If the lock already has the most readers it can count (2^29 - 1).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
         self.raw.read();
         self.read_guard()
@@ -214,6 +217,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if a writer holds the lock or waits for it;
     /// [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as for [`read`](RwLock::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         poison::try_result(self.raw.try_read(), || self.read_guard())
     }
@@ -223,6 +227,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// As [`try_read`](RwLock::try_read), with `WouldBlock` meaning the time ran out.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_for(&self, timeout: Duration) -> TryLockResult<RwLockReadGuard<'_, T>> {
         poison::try_result(self.raw.try_read_for(timeout), || self.read_guard())
     }
@@ -232,6 +237,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// As [`try_read_for`](RwLock::try_read_for).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_until(&self, deadline: Instant) -> TryLockResult<RwLockReadGuard<'_, T>> {
         poison::try_result(self.raw.try_read_until(deadline), || self.read_guard())
     }
@@ -242,6 +248,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// A [`PoisonError`](std::sync::PoisonError) holding the guard if a writer panicked while
     /// holding the lock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         self.raw.write();
         self.write_guard()
@@ -253,6 +260,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if any thread holds the lock; [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as
     /// for [`write`](RwLock::write).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         poison::try_result(self.raw.try_write(), || self.write_guard())
     }
@@ -278,6 +286,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// As [`try_write`](RwLock::try_write), with `WouldBlock` meaning the time ran out.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_for(&self, timeout: Duration) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         poison::try_result(self.raw.try_write_for(timeout), || self.write_guard())
     }
@@ -287,6 +296,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     ///
     /// As [`try_write_for`](RwLock::try_write_for).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_until(&self, deadline: Instant) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         poison::try_result(self.raw.try_write_until(deadline), || self.write_guard())
     }
@@ -362,6 +372,7 @@ impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // As std's RwLock prints it (an unquoted placeholder, unlike its Mutex).
         let locked = format_args!("<locked>");

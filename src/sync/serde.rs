@@ -11,6 +11,7 @@ use super::{Mutex, RwLock};
 
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<T: ?Sized + Serialize> Serialize for Mutex<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.lock() {
             Ok(guard) => (*guard).serialize(serializer),
@@ -28,6 +29,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Mutex<T> {
 
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<T: ?Sized + Serialize> Serialize for RwLock<T> {
+    #[cfg_attr(feature = "deadlock", track_caller)]
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.read() {
             Ok(guard) => (*guard).serialize(serializer),

@@ -133,6 +133,7 @@ impl RawSharedCondvar {
     ///
     /// The calling thread must hold `mutex`; as for [`RawSharedMutex::unlock`], both must stay
     /// mapped until the call returns.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn wait(
         &self,
         mutex: &RawSharedMutex,

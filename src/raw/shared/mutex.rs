@@ -68,6 +68,7 @@ use core::fmt;
 use std::time::Duration;
 
 use crate::atomic::Ordering;
+use crate::deadlock::{Mode, Target, Wait};
 use crate::futex::pi_bits::{OWNER_DIED, TID_MASK, WAITERS};
 use crate::futex::robust::{self, RobustWord, Unsupported};
 use crate::futex::{Deadline, Error, Futex, Shared};
@@ -218,9 +219,23 @@ impl RawSharedMutex {
     /// [`RawLockError::NotRecoverable`], [`RawLockError::WouldDeadlock`] if this thread holds
     /// it, [`RawLockError::Unsupported`] if this thread cannot take robust locks, and
     /// [`RawLockError::Futex`] if the kernel refuses to sleep on the word.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) -> Result<Acquired, RawLockError> {
-        robust::acquire(&self.robust, |tid| self.take(tid, None))
+        let lock = || robust::acquire(&self.robust, |tid| self.take(tid, None));
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Untimed,
+            lock,
+            Result::is_ok,
+        )
+    }
+
+    /// The lock as the deadlock checks name it.
+    #[inline(always)]
+    fn checked(&self) -> Target<'static> {
+        Target::shared(crate::deadlock::LockKind::SharedMutex, self)
     }
 
     /// Takes the lock if it is free now.
@@ -229,8 +244,16 @@ impl RawSharedMutex {
     ///
     /// [`RawLockError::WouldBlock`] if another thread holds it; otherwise as
     /// [`lock`](Self::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> Result<Acquired, RawLockError> {
-        robust::acquire(&self.robust, |tid| self.take_now(tid, true))
+        let lock = || robust::acquire(&self.robust, |tid| self.take_now(tid, true));
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            lock,
+            Result::is_ok,
+        )
     }
 
     /// Blocks until this thread holds the lock or `timeout` passes.
@@ -238,6 +261,7 @@ impl RawSharedMutex {
     /// # Errors
     ///
     /// [`RawLockError::TimedOut`]; otherwise as [`lock`](Self::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Acquired, RawLockError> {
         self.try_lock_until(Deadline::after(timeout))
     }
@@ -247,8 +271,16 @@ impl RawSharedMutex {
     /// # Errors
     ///
     /// [`RawLockError::TimedOut`]; otherwise as [`lock`](Self::lock).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
-        robust::acquire(&self.robust, |tid| self.take(tid, Some(deadline)))
+        let lock = || robust::acquire(&self.robust, |tid| self.take(tid, Some(deadline)));
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            lock,
+            Result::is_ok,
+        )
     }
 
     /// Releases the lock, waking a sleeper if there is one. If the lock was taken after a
@@ -263,6 +295,7 @@ impl RawSharedMutex {
     /// The memory must stay mapped until this call returns. (After the release, the word is
     /// touched by address only, so another thread may take the lock and let it go meanwhile.)
     pub unsafe fn unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         robust::release(&self.robust, |_| self.release(1));
     }
 

@@ -38,6 +38,7 @@
 use core::fmt;
 
 use crate::atomic::{fence, Ordering};
+use crate::deadlock::{Mode, Target, Wait};
 use crate::futex::robust;
 use crate::futex::Deadline;
 use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
@@ -131,8 +132,22 @@ impl RawSharedRwLock {
     ///
     /// As [`RawSharedMutex::lock`]; [`RawLockError::WouldDeadlock`] if this thread holds the
     /// write lock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
-        self.read_until(None, false)
+        let read = || self.read_until(None, false);
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Read,
+            Wait::Untimed,
+            read,
+            Result::is_ok,
+        )
+    }
+
+    /// The lock as the deadlock checks name it.
+    #[inline(always)]
+    fn checked(&self) -> Target<'static> {
+        Target::shared(crate::deadlock::LockKind::SharedRwLock, self)
     }
 
     /// Takes a read lock if no writer holds or waits for the lock now.
@@ -141,8 +156,16 @@ impl RawSharedRwLock {
     ///
     /// [`RawLockError::WouldBlock`] if a writer holds or waits for it, or every slot is taken;
     /// otherwise as [`read`](Self::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
-        self.read_until(None, true)
+        let read = || self.read_until(None, true);
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Read,
+            Wait::Bounded,
+            read,
+            Result::is_ok,
+        )
     }
 
     /// Blocks until this thread holds a read lock or `deadline` passes.
@@ -154,7 +177,14 @@ impl RawSharedRwLock {
         &self,
         deadline: Deadline,
     ) -> Result<(ReaderSlot, Acquired), RawLockError> {
-        self.read_until(Some(deadline), false)
+        let read = || self.read_until(Some(deadline), false);
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Read,
+            Wait::Bounded,
+            read,
+            Result::is_ok,
+        )
     }
 
     /// Releases a read lock.
@@ -164,6 +194,7 @@ impl RawSharedRwLock {
     /// The calling thread holds the read lock `slot` came with; the memory stays mapped until
     /// the call returns.
     pub unsafe fn read_unlock(&self, slot: ReaderSlot) {
+        crate::deadlock::release(self.checked(), Mode::Read);
         if let Some(slot) = self.readers.get(slot.0) {
             robust::release(slot.lock.robust(), |_| slot.lock.release(1));
         }
@@ -175,8 +206,16 @@ impl RawSharedRwLock {
     ///
     /// As [`RawSharedMutex::lock`]; [`RawLockError::WouldDeadlock`] if this thread holds a
     /// read lock or the write lock.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn write(&self) -> Result<Acquired, RawLockError> {
-        self.write_until(None, false)
+        let write = || self.write_until(None, false);
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Untimed,
+            write,
+            Result::is_ok,
+        )
     }
 
     /// Takes the write lock if nobody holds the lock now.
@@ -184,8 +223,16 @@ impl RawSharedRwLock {
     /// # Errors
     ///
     /// [`RawLockError::WouldBlock`]; otherwise as [`write`](Self::write).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write(&self) -> Result<Acquired, RawLockError> {
-        self.write_until(None, true)
+        let write = || self.write_until(None, true);
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            write,
+            Result::is_ok,
+        )
     }
 
     /// Blocks until this thread holds the write lock or `deadline` passes.
@@ -193,8 +240,16 @@ impl RawSharedRwLock {
     /// # Errors
     ///
     /// [`RawLockError::TimedOut`]; otherwise as [`write`](Self::write).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
-        self.write_until(Some(deadline), false)
+        let write = || self.write_until(Some(deadline), false);
+        crate::deadlock::acquire(
+            self.checked(),
+            Mode::Exclusive,
+            Wait::Bounded,
+            write,
+            Result::is_ok,
+        )
     }
 
     /// Releases the write lock, waking every thread asleep on it. If the lock was taken after a
@@ -204,6 +259,7 @@ impl RawSharedRwLock {
     ///
     /// The calling thread holds the write lock; the memory stays mapped until the call returns.
     pub unsafe fn write_unlock(&self) {
+        crate::deadlock::release(self.checked(), Mode::Exclusive);
         let writer = &self.writer.lock;
         robust::release(writer.robust(), |_| writer.release(i32::MAX as u32));
     }
