@@ -1,6 +1,7 @@
 //! N uncontended lock+unlock pairs on one implementation, for instruction counting:
 //! `valgrind --tool=callgrind target/release/examples/uncontended futexkit 1000000` minus the
-//! same with 0 gives the cost of N pairs (see README).
+//! same with 0 gives the cost of N pairs (see README). Built with the `deadlock` feature, the
+//! checks are turned off unless a third argument, `checks-on`, asks for them.
 
 use std::hint::black_box;
 
@@ -11,6 +12,8 @@ fn main() {
         .get(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    #[cfg(feature = "deadlock")]
+    futexkit::deadlock::set_enabled(args.get(3).is_some_and(|a| a == "checks-on"));
     match which {
         "futexkit" => {
             let m = futexkit::Mutex::new(0u64);

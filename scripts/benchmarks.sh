@@ -235,24 +235,28 @@ note toolbox "Reading: the Semaphore against glibc's \`sem_t\` and the Mutex+Con
 section "Priority inversion: PiMutex against std's, futexkit's and glibc's locks" pi_inversion $quick
 note pi_inversion "Reading: three SCHED_FIFO threads on CPU 0 (as root); the high-priority thread blocks on a lock that the low-priority thread holds, and a medium-priority thread spins. With a priority-inheritance lock (futexkit's PiMutex, glibc's PTHREAD_PRIO_INHERIT mutex) the holder runs at the waiter's priority and finishes its critical section, so the wait is about that section; with the others the medium thread keeps the holder, and so the waiter, off the CPU for its whole spell. tests/pi_mutex.rs checks the same order on every CI run."
 
-if [ -z "$prebuilt" ] && wanted profile_cost; then
-    echo "== profile cost" >&2
-    # The same examples with the profile compiled in, in a target directory of their own.
+if [ -z "$prebuilt" ] && wanted checks_cost; then
+    echo "== checks cost" >&2
+    # The same examples with each feature compiled in, in target directories of their own.
     cargo build --release --quiet --target-dir target/profile-on --features profile \
-        --example profile_cost --example uncontended
-    on=target/profile-on/release/examples
+        --example checks_cost --example uncontended
+    cargo build --release --quiet --target-dir target/deadlock-on --features deadlock \
+        --example checks_cost --example uncontended
+    profile_on=target/profile-on/release/examples
+    deadlock_on=target/deadlock-on/release/examples
     {
-        echo "## What the contention profile costs (feature \`profile\`)"
+        echo "## What the contention profile and the deadlock checks cost (features \`profile\`, \`deadlock\`)"
         echo
-        echo "\`cargo run --release --example profile_cost -- $quick\` and the same with \`--features profile\`, run alternately (3 times each; the median of the three medians); instructions by \`valgrind --tool=callgrind target/.../uncontended futexkit 1000000\` minus 0 iterations, per lock + unlock"
+        echo "\`cargo run --release --example checks_cost -- $quick\`, the same with \`--features profile\` and with \`--features deadlock\`, run alternately (3 times each; the median of the three medians); instructions by \`valgrind --tool=callgrind target/.../uncontended futexkit 1000000\` minus 0 iterations, per lock + unlock"
         echo
         echo "| futexkit Mutex, contended counter (Mops/s) | 4 threads | 16 threads |"
         echo "|---|---|---|"
         for i in 1 2 3; do
-            "$ex/profile_cost" $quick >>"$tmp/pc_off.txt"
-            "$on/profile_cost" $quick >>"$tmp/pc_on.txt"
+            "$ex/checks_cost" $quick >>"$tmp/cc_out.txt"
+            "$profile_on/checks_cost" $quick >>"$tmp/cc_profile.txt"
+            "$deadlock_on/checks_cost" $quick >>"$tmp/cc_deadlock.txt"
         done
-        python3 - "$tmp/pc_off.txt" "$tmp/pc_on.txt" <<'PY'
+        python3 - "$tmp/cc_out.txt" "$tmp/cc_profile.txt" "$tmp/cc_deadlock.txt" <<'PY'
 import sys
 rows = {}
 for path in sys.argv[1:]:
@@ -268,18 +272,20 @@ for label, runs in rows.items():
 PY
         if command -v valgrind >/dev/null; then
             line="| instructions per lock + unlock |"
-            for bin in "$ex/uncontended" "$on/uncontended"; do
-                a=$(count "$bin" futexkit 1000000)
-                b=$(count "$bin" futexkit 0)
+            for run in "$ex/uncontended" "$profile_on/uncontended" "$deadlock_on/uncontended" \
+                "$deadlock_on/uncontended checks-on"; do
+                set -- $run
+                a=$(count "$1" futexkit 1000000 ${2:-})
+                b=$(count "$1" futexkit 0 ${2:-})
                 line="$line $(python3 -c "print(f'{($a - $b) / 1e6:.1f}')") |"
             done
             echo
-            echo "| | compiled out | compiled in (rate 0) |"
-            echo "|---|---|---|"
+            echo "| | compiled out | profile compiled in (rate 0) | deadlock checks compiled in, off | deadlock checks on |"
+            echo "|---|---|---|---|---|"
             echo "$line"
         fi
         echo
-        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway. That capture delays the sampled waiter as a back-off would, leaving the lock to the threads that run, so a high rate can raise this counter's throughput: the cost shows as longer waits, not fewer operations."
+        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway. That capture delays the sampled waiter as a back-off would, leaving the lock to the threads that run, so a high rate can raise this counter's throughput: the cost shows as longer waits, not fewer operations. The deadlock checks, turned off, read one flag per lock and per unlock; on, every acquisition and release updates the thread's record under a mutex of its own (src/deadlock.rs), a fixed cost per operation that a debugging build pays."
         echo
     } >>"$body"
 fi

@@ -105,13 +105,6 @@ pub enum LockKind {
     SharedRwLock,
 }
 
-impl LockKind {
-    /// The shared locks answer a relock with `WouldDeadlock` themselves.
-    fn reports_relock_itself(self) -> bool {
-        matches!(self, LockKind::SharedMutex | LockKind::SharedRwLock)
-    }
-}
-
 impl fmt::Display for LockKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -166,36 +159,25 @@ pub(crate) enum Wait {
 }
 
 /// Which lock a hook is about: a lock of this process, named by its [`LockId`], or a shared
-/// lock, named by its address in this process.
+/// lock, named by its address in this process. Hooks take a function that makes it, called
+/// only while the checks run: one that finds them off does nothing else.
 #[derive(Clone, Copy)]
-pub(crate) struct Target<'a> {
-    kind: LockKind,
-    name: TargetName<'a>,
-}
-
-#[derive(Clone, Copy)]
-enum TargetName<'a> {
-    Id(&'a LockId),
-    Address(usize),
+pub(crate) enum Target<'a> {
+    Local(LockKind, &'a LockId),
+    Shared(LockKind, usize),
 }
 
 impl<'a> Target<'a> {
     /// A lock of this process with its id field.
     #[inline(always)]
     pub(crate) fn local(kind: LockKind, id: &'a LockId) -> Target<'a> {
-        Target {
-            kind,
-            name: TargetName::Id(id),
-        }
+        Target::Local(kind, id)
     }
 
     /// A process-shared lock at `address`.
     #[inline(always)]
     pub(crate) fn shared<T>(kind: LockKind, address: *const T) -> Target<'static> {
-        Target {
-            kind,
-            name: TargetName::Address(address as usize),
-        }
+        Target::Shared(kind, address as usize)
     }
 }
 
@@ -204,39 +186,38 @@ impl<'a> Target<'a> {
 /// it runs. Without the feature, `acquire()` and nothing else.
 #[cfg_attr(feature = "deadlock", track_caller)]
 #[inline(always)]
-pub(crate) fn acquire<T>(
-    lock: Target<'_>,
+pub(crate) fn acquire<'a, T>(
+    lock: impl FnOnce() -> Target<'a>,
     mode: Mode,
     wait: Wait,
     acquire: impl FnOnce() -> T,
     took: impl FnOnce(&T) -> bool,
 ) -> T {
     #[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
-    {
-        tracking::acquire(lock, mode, wait, acquire, took)
+    if tracking::is_enabled() {
+        return tracking::acquire(lock(), mode, wait, acquire, took);
     }
-    #[cfg(not(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle)))))]
-    {
-        let _ = (lock, mode, wait, took);
-        acquire()
-    }
+    let _ = (lock, mode, wait, took);
+    acquire()
 }
 
 /// Before a release of `lock` held in `mode`: this thread's record loses it.
 #[inline(always)]
-pub(crate) fn release(lock: Target<'_>, mode: Mode) {
+pub(crate) fn release<'a>(lock: impl FnOnce() -> Target<'a>, mode: Mode) {
     #[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
-    tracking::release(lock, mode);
-    #[cfg(not(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle)))))]
+    if tracking::is_enabled() {
+        return tracking::release(lock(), mode);
+    }
     let _ = (lock, mode);
 }
 
 /// A downgrade, before it is made: `lock` held in `from` is held in the weaker `to`.
 #[inline(always)]
-pub(crate) fn weaken(lock: Target<'_>, from: Mode, to: Mode) {
+pub(crate) fn weaken<'a>(lock: impl FnOnce() -> Target<'a>, from: Mode, to: Mode) {
     #[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
-    tracking::change(lock, from, to);
-    #[cfg(not(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle)))))]
+    if tracking::is_enabled() {
+        return tracking::change(lock(), from, to);
+    }
     let _ = (lock, from, to);
 }
 
@@ -244,21 +225,18 @@ pub(crate) fn weaken(lock: Target<'_>, from: Mode, to: Mode) {
 /// whether it did (`took`). An untimed one is in the wait graph while it runs.
 #[cfg_attr(feature = "deadlock", track_caller)]
 #[inline(always)]
-pub(crate) fn upgrade<T>(
-    lock: Target<'_>,
+pub(crate) fn upgrade<'a, T>(
+    lock: impl FnOnce() -> Target<'a>,
     wait: Wait,
     upgrade: impl FnOnce() -> T,
     took: impl FnOnce(&T) -> bool,
 ) -> T {
     #[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
-    {
-        tracking::upgrade(lock, wait, upgrade, took)
+    if tracking::is_enabled() {
+        return tracking::upgrade(lock(), wait, upgrade, took);
     }
-    #[cfg(not(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle)))))]
-    {
-        let _ = (lock, wait, took);
-        upgrade()
-    }
+    let _ = (lock, wait, took);
+    upgrade()
 }
 
 /// The shared locks in `[start, start + len)` are gone (their region is unmapped): their
@@ -315,7 +293,7 @@ mod tracking {
     use std::sync::{Arc, Mutex, MutexGuard, Weak};
     use std::thread::Thread;
 
-    use super::{LockKind, Mode, Target, TargetName, Wait};
+    use super::{LockKind, Mode, Target, Wait};
 
     type Site = &'static Location<'static>;
 
@@ -348,6 +326,7 @@ mod tracking {
     }
 
     /// Whether the checks run now.
+    #[inline]
     pub fn is_enabled() -> bool {
         PERIOD.load(Ordering::Relaxed) != 0
     }
@@ -429,26 +408,35 @@ mod tracking {
 
     impl Target<'_> {
         fn name(self) -> LockName {
-            let id = match self.name {
-                TargetName::Address(address) => address as u64 | SHARED_BIT,
-                TargetName::Id(id) => match id.id.load(Ordering::Relaxed) {
-                    0 => {
-                        let fresh = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-                        match id
-                            .id
-                            .compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed)
-                        {
-                            Ok(_) => fresh,
-                            Err(other) => other,
-                        }
-                    }
-                    known => known,
+            match self {
+                Target::Shared(kind, address) => LockName {
+                    kind,
+                    id: address as u64 | SHARED_BIT,
                 },
-            };
-            LockName {
-                kind: self.kind,
-                id,
+                Target::Local(kind, id) => {
+                    let id = match id.id.load(Ordering::Relaxed) {
+                        0 => {
+                            let fresh = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                            match id.id.compare_exchange(
+                                0,
+                                fresh,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            ) {
+                                Ok(_) => fresh,
+                                Err(other) => other,
+                            }
+                        }
+                        known => known,
+                    };
+                    LockName { kind, id }
+                }
             }
+        }
+
+        /// The shared locks answer a relock with `WouldDeadlock` themselves.
+        fn answers_relock_itself(self) -> bool {
+            matches!(self, Target::Shared(..))
         }
     }
 
@@ -570,7 +558,7 @@ mod tracking {
         if wait == Wait::Untimed {
             let checked = with_record(|local, state, _| {
                 let again = state.held.iter().find(|h| h.lock == name).copied();
-                let again = again.filter(|_| !lock.kind.reports_relock_itself());
+                let again = again.filter(|_| !lock.answers_relock_itself());
                 if let Some(held) = again.filter(|held| mode.kept_out_by(held.mode)) {
                     return Err(held);
                 }

@@ -126,9 +126,13 @@ impl RawMutex {
                 self.lock_contended(None);
             }
         };
-        crate::deadlock::acquire(self.checked(), Mode::Exclusive, Wait::Untimed, lock, |_| {
-            true
-        })
+        crate::deadlock::acquire(
+            || self.checked(),
+            Mode::Exclusive,
+            Wait::Untimed,
+            lock,
+            |_| true,
+        )
     }
 
     /// Takes the lock if it is free now; returns whether it did.
@@ -137,7 +141,7 @@ impl RawMutex {
     pub fn try_lock(&self) -> bool {
         let try_lock = || self.take_free();
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             try_lock,
@@ -161,7 +165,7 @@ impl RawMutex {
     fn lock_bounded(&self, deadline: Deadline) -> bool {
         let lock = || self.take_free() || self.lock_contended(Some(deadline));
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             lock,
@@ -190,7 +194,7 @@ impl RawMutex {
     /// The calling thread must hold the lock (taken with `lock` or a successful `try_lock*`).
     #[inline]
     pub unsafe fn unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if !self.release_uncontended() {
             self.unlock_contended(crate::fairness::hand_off_now());
         }
@@ -226,7 +230,7 @@ impl RawMutex {
     /// ```
     #[inline]
     pub unsafe fn unlock_fair(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if !self.release_uncontended() {
             self.unlock_contended(true);
         }

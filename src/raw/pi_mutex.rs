@@ -103,9 +103,13 @@ impl RawPiMutex {
                 self.lock_contended(None);
             }
         };
-        crate::deadlock::acquire(self.checked(), Mode::Exclusive, Wait::Untimed, lock, |_| {
-            true
-        })
+        crate::deadlock::acquire(
+            || self.checked(),
+            Mode::Exclusive,
+            Wait::Untimed,
+            lock,
+            |_| true,
+        )
     }
 
     /// Takes the lock if it is free now; returns whether it did.
@@ -119,7 +123,7 @@ impl RawPiMutex {
     fn lock_bounded(&self, deadline: Option<Deadline>) -> bool {
         let lock = || self.take_free() || deadline.is_some_and(|d| self.lock_contended(Some(d)));
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             lock,
@@ -167,7 +171,7 @@ impl RawPiMutex {
     ///
     /// This thread holds the lock.
     pub unsafe fn unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if self
             .word
             .compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed)

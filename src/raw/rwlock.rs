@@ -286,7 +286,7 @@ impl RawRwLock {
                 self.read_contended(held, None);
             }
         };
-        crate::deadlock::acquire(self.checked(), mode(held), Wait::Untimed, read, |_| true)
+        crate::deadlock::acquire(|| self.checked(), mode(held), Wait::Untimed, read, |_| true)
     }
 
     /// A bounded read lock of kind `held`: one attempt without a deadline, else waits until
@@ -297,9 +297,13 @@ impl RawRwLock {
         let read = || {
             self.try_read_kind(held) || deadline.is_some_and(|d| self.read_contended(held, Some(d)))
         };
-        crate::deadlock::acquire(self.checked(), mode(held), Wait::Bounded, read, |&took| {
-            took
-        })
+        crate::deadlock::acquire(
+            || self.checked(),
+            mode(held),
+            Wait::Bounded,
+            read,
+            |&took| took,
+        )
     }
 
     /// The lock as the deadlock checks name it.
@@ -415,7 +419,7 @@ impl RawRwLock {
             }
         };
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Untimed,
             write,
@@ -437,7 +441,7 @@ impl RawRwLock {
     fn write_bounded(&self, deadline: Option<Deadline>) -> bool {
         let write = || self.take_write() || deadline.is_some_and(|d| self.write_contended(Some(d)));
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             write,
@@ -493,7 +497,7 @@ impl RawRwLock {
     /// [`downgrade_upgradable`](RawRwLock::downgrade_upgradable)).
     #[inline]
     pub unsafe fn read_unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::Read);
+        crate::deadlock::release(|| self.checked(), Mode::Read);
         self.release_read(PLAIN_READ);
     }
 
@@ -505,7 +509,7 @@ impl RawRwLock {
     /// successful `try_upgradable_read*`, or by
     /// [`downgrade_to_upgradable`](RawRwLock::downgrade_to_upgradable)).
     pub unsafe fn upgradable_unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::UpgradableRead);
+        crate::deadlock::release(|| self.checked(), Mode::UpgradableRead);
         self.release_read(UPGRADABLE_READ);
     }
 
@@ -616,7 +620,7 @@ impl RawRwLock {
     /// `try_write*`, or by an upgrade).
     #[inline]
     pub unsafe fn write_unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if !self.release_write_uncontended() {
             self.write_unlock_contended(false);
         }
@@ -638,7 +642,7 @@ impl RawRwLock {
     ///
     /// As [`write_unlock`](RawRwLock::write_unlock).
     pub unsafe fn write_unlock_fair(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if !self.release_write_uncontended() {
             self.write_unlock_contended(true);
         }
@@ -712,7 +716,7 @@ impl RawRwLock {
     ///
     /// The calling thread must hold the write lock; afterwards it holds a plain read lock.
     pub unsafe fn downgrade(&self) {
-        crate::deadlock::weaken(self.checked(), Mode::Exclusive, Mode::Read);
+        crate::deadlock::weaken(|| self.checked(), Mode::Exclusive, Mode::Read);
         self.downgrade_to(PLAIN_READ);
     }
 
@@ -724,7 +728,7 @@ impl RawRwLock {
     ///
     /// The calling thread must hold the write lock; afterwards it holds the upgradable read.
     pub unsafe fn downgrade_to_upgradable(&self) {
-        crate::deadlock::weaken(self.checked(), Mode::Exclusive, Mode::UpgradableRead);
+        crate::deadlock::weaken(|| self.checked(), Mode::Exclusive, Mode::UpgradableRead);
         self.downgrade_to(UPGRADABLE_READ);
     }
 
@@ -759,7 +763,7 @@ impl RawRwLock {
     /// The calling thread must hold the upgradable read; afterwards it holds a plain read
     /// lock.
     pub unsafe fn downgrade_upgradable(&self) {
-        crate::deadlock::weaken(self.checked(), Mode::UpgradableRead, Mode::Read);
+        crate::deadlock::weaken(|| self.checked(), Mode::UpgradableRead, Mode::Read);
         let before = self.state.fetch_and(!UPGRADABLE, Ordering::Release);
         if upgradable_readers_may_come(before) {
             // This thread holds a read lock: the word is alive.
@@ -781,7 +785,7 @@ impl RawRwLock {
                 self.exclusive_contended(Exclusive::Upgrader, None);
             }
         };
-        crate::deadlock::upgrade(self.checked(), Wait::Untimed, upgrade, |_| true);
+        crate::deadlock::upgrade(|| self.checked(), Wait::Untimed, upgrade, |_| true);
     }
 
     /// Turns this thread's upgradable read into the write lock if no other thread holds a
@@ -804,7 +808,7 @@ impl RawRwLock {
             self.upgrade_now()
                 || deadline.is_some_and(|d| self.exclusive_contended(Exclusive::Upgrader, Some(d)))
         };
-        crate::deadlock::upgrade(self.checked(), Wait::Bounded, upgrade, |&took| took)
+        crate::deadlock::upgrade(|| self.checked(), Wait::Bounded, upgrade, |&took| took)
     }
 
     /// The upgrade if no other reader holds the lock now; the caller holds the upgradable

@@ -224,7 +224,7 @@ impl RawSharedMutex {
     pub fn lock(&self) -> Result<Acquired, RawLockError> {
         let lock = || robust::acquire(&self.robust, |tid| self.take(tid, None));
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Untimed,
             lock,
@@ -248,7 +248,7 @@ impl RawSharedMutex {
     pub fn try_lock(&self) -> Result<Acquired, RawLockError> {
         let lock = || robust::acquire(&self.robust, |tid| self.take_now(tid, true));
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             lock,
@@ -275,7 +275,7 @@ impl RawSharedMutex {
     pub fn try_lock_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
         let lock = || robust::acquire(&self.robust, |tid| self.take(tid, Some(deadline)));
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             lock,
@@ -295,7 +295,7 @@ impl RawSharedMutex {
     /// The memory must stay mapped until this call returns. (After the release, the word is
     /// touched by address only, so another thread may take the lock and let it go meanwhile.)
     pub unsafe fn unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         robust::release(&self.robust, |_| self.release(1));
     }
 

@@ -136,7 +136,7 @@ impl RawSharedRwLock {
     pub fn read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(None, false);
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Read,
             Wait::Untimed,
             read,
@@ -160,7 +160,7 @@ impl RawSharedRwLock {
     pub fn try_read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(None, true);
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Read,
             Wait::Bounded,
             read,
@@ -179,7 +179,7 @@ impl RawSharedRwLock {
     ) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(Some(deadline), false);
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Read,
             Wait::Bounded,
             read,
@@ -194,7 +194,7 @@ impl RawSharedRwLock {
     /// The calling thread holds the read lock `slot` came with; the memory stays mapped until
     /// the call returns.
     pub unsafe fn read_unlock(&self, slot: ReaderSlot) {
-        crate::deadlock::release(self.checked(), Mode::Read);
+        crate::deadlock::release(|| self.checked(), Mode::Read);
         if let Some(slot) = self.readers.get(slot.0) {
             robust::release(slot.lock.robust(), |_| slot.lock.release(1));
         }
@@ -210,7 +210,7 @@ impl RawSharedRwLock {
     pub fn write(&self) -> Result<Acquired, RawLockError> {
         let write = || self.write_until(None, false);
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Untimed,
             write,
@@ -227,7 +227,7 @@ impl RawSharedRwLock {
     pub fn try_write(&self) -> Result<Acquired, RawLockError> {
         let write = || self.write_until(None, true);
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             write,
@@ -244,7 +244,7 @@ impl RawSharedRwLock {
     pub fn try_write_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
         let write = || self.write_until(Some(deadline), false);
         crate::deadlock::acquire(
-            self.checked(),
+            || self.checked(),
             Mode::Exclusive,
             Wait::Bounded,
             write,
@@ -259,7 +259,7 @@ impl RawSharedRwLock {
     ///
     /// The calling thread holds the write lock; the memory stays mapped until the call returns.
     pub unsafe fn write_unlock(&self) {
-        crate::deadlock::release(self.checked(), Mode::Exclusive);
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         let writer = &self.writer.lock;
         robust::release(writer.robust(), |_| writer.release(i32::MAX as u32));
     }
