@@ -474,19 +474,16 @@ mod tracking {
 
     std::thread_local! {
         static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
-        /// Set while this thread runs the checks, whose own allocations may take locks.
+        /// Set while this thread runs the checks: a lock the checks' own work takes (an
+        /// allocator's, a panic hook's) goes unchecked instead of entering them again.
         static BUSY: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Runs `f` on this thread's record (made if need be, reset if stale), unless the checks
-    /// are off or this thread is inside them already; then returns `None`.
-    fn with_record<R>(f: impl FnOnce(&mut Local, &mut ThreadState, u32) -> R) -> Option<R> {
-        let period = PERIOD.load(Ordering::Relaxed);
-        if period == 0 {
-            return None;
-        }
-        struct Busy;
-        impl Drop for Busy {
+    /// Runs `f` unless this thread is inside the checks already (or its thread-locals are gone,
+    /// as they are while it exits); then returns `None`.
+    fn outside_checks<R>(f: impl FnOnce() -> R) -> Option<R> {
+        struct Leave;
+        impl Drop for Leave {
             fn drop(&mut self) {
                 let _ = BUSY.try_with(|busy| busy.set(false));
             }
@@ -494,7 +491,20 @@ mod tracking {
         if BUSY.try_with(|busy| busy.replace(true)).unwrap_or(true) {
             return None;
         }
-        let _busy = Busy;
+        let _leave = Leave;
+        Some(f())
+    }
+
+    /// Runs `f` on this thread's record (made if need be, emptied if made in an earlier
+    /// period), its pairs seen and its thread, unless the checks are off; the record's version
+    /// is bumped. Called inside `outside_checks`.
+    fn with_record<R>(
+        f: impl FnOnce(&mut ThreadState, &mut HashSet<(u64, u64)>, &Thread) -> R,
+    ) -> Option<R> {
+        let period = PERIOD.load(Ordering::Relaxed);
+        if period == 0 {
+            return None;
+        }
         LOCAL
             .try_with(|local| {
                 let mut local = local.borrow_mut();
@@ -518,13 +528,17 @@ mod tracking {
                         forgotten: FORGOTTEN.load(Ordering::Relaxed),
                     });
                 }
-                let local = local.as_mut().expect("made above");
-                let forgotten = FORGOTTEN.load(Ordering::Relaxed);
-                if local.forgotten != forgotten || local.seen_pairs.len() > 4096 {
-                    local.seen_pairs.clear();
-                    local.forgotten = forgotten;
+                let Local {
+                    record,
+                    seen_pairs,
+                    forgotten,
+                    ..
+                } = local.as_mut().expect("made above");
+                let forgotten_now = FORGOTTEN.load(Ordering::Relaxed);
+                if *forgotten != forgotten_now || seen_pairs.len() > 4096 {
+                    seen_pairs.clear();
+                    *forgotten = forgotten_now;
                 }
-                let record = Arc::clone(&local.record);
                 let mut state = lock(&record.state);
                 if state.period != period {
                     state.held.clear();
@@ -532,9 +546,31 @@ mod tracking {
                     state.period = period;
                 }
                 state.version += 1;
-                f(local, &mut state, period)
+                f(&mut state, seen_pairs, &record.thread)
             })
             .ok()
+    }
+
+    /// The end of an acquisition or upgrade, also when it unwinds: clears the waiting entry
+    /// (if one was set) and records what was taken.
+    struct Finish<'a> {
+        waited: bool,
+        took: Option<&'a dyn Fn(&mut ThreadState)>,
+    }
+
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            outside_checks(|| {
+                with_record(|state, _, _| {
+                    if self.waited {
+                        state.waiting = None;
+                    }
+                    if let Some(took) = self.took {
+                        took(state);
+                    }
+                })
+            });
+        }
     }
 
     #[track_caller]
@@ -545,9 +581,6 @@ mod tracking {
         acquire: impl FnOnce() -> T,
         took: impl FnOnce(&T) -> bool,
     ) -> T {
-        if PERIOD.load(Ordering::Relaxed) == 0 {
-            return acquire();
-        }
         let at = Location::caller();
         let name = lock.name();
         let wanted = Held {
@@ -555,44 +588,48 @@ mod tracking {
             mode,
             at,
         };
-        if wait == Wait::Untimed {
-            let checked = with_record(|local, state, _| {
-                let again = state.held.iter().find(|h| h.lock == name).copied();
-                let again = again.filter(|_| !lock.answers_relock_itself());
-                if let Some(held) = again.filter(|held| mode.kept_out_by(held.mode)) {
-                    return Err(held);
+        let waited = wait == Wait::Untimed;
+        if waited {
+            let relock = outside_checks(|| {
+                let checked = with_record(|state, seen_pairs, thread| {
+                    let again = state.held.iter().find(|h| h.lock == name).copied();
+                    let again = again.filter(|_| !lock.answers_relock_itself());
+                    if let Some(held) = again.filter(|held| mode.kept_out_by(held.mode)) {
+                        return Err(held);
+                    }
+                    // Pairs this thread has not put in the graph yet; a second read lock of
+                    // one lock is the pair (lock, lock).
+                    let new_pairs: Vec<Held> = state
+                        .held
+                        .iter()
+                        .filter(|h| h.lock != name)
+                        .chain(again.as_ref())
+                        .filter(|h| seen_pairs.insert((h.lock.id, name.id)))
+                        .copied()
+                        .collect();
+                    state.waiting = Some(wanted);
+                    Ok((!new_pairs.is_empty()).then(|| (new_pairs, thread.clone())))
+                });
+                match checked {
+                    Some(Err(held)) => Some(held),
+                    Some(Ok(Some((new_pairs, thread)))) => {
+                        order(&new_pairs, wanted, &thread);
+                        None
+                    }
+                    _ => None,
                 }
-                // Pairs this thread has not put in the graph yet; a second read lock of one
-                // lock is the pair (lock, lock).
-                let new_pairs: Vec<Held> = state
-                    .held
-                    .iter()
-                    .filter(|h| h.lock != name)
-                    .chain(again.as_ref())
-                    .filter(|h| local.seen_pairs.insert((h.lock.id, name.id)))
-                    .copied()
-                    .collect();
-                state.waiting = Some(wanted);
-                Ok((new_pairs, Arc::clone(&local.record)))
             });
-            match checked {
-                Some(Err(held)) => relock_panic(held, wanted),
-                Some(Ok((new_pairs, record))) if !new_pairs.is_empty() => {
-                    order(&new_pairs, wanted, &record.thread)
-                }
-                _ => {}
+            if let Some(Some(held)) = relock {
+                relock_panic(held, wanted);
             }
         }
+        let push = |state: &mut ThreadState| state.held.push(wanted);
+        let mut finish = Finish { waited, took: None };
         let result = acquire();
-        let took = took(&result);
-        with_record(|_, state, _| {
-            if wait == Wait::Untimed {
-                state.waiting = None;
-            }
-            if took {
-                state.held.push(wanted);
-            }
-        });
+        if took(&result) {
+            finish.took = Some(&push);
+        }
+        drop(finish);
         result
     }
 
@@ -606,36 +643,35 @@ mod tracking {
     }
 
     pub(super) fn release(lock: Target<'_>, mode: Mode) {
-        if PERIOD.load(Ordering::Relaxed) == 0 {
-            return;
-        }
         let name = lock.name();
-        with_record(|_, state, _| {
-            if let Some(i) = state
-                .held
-                .iter()
-                .rposition(|h| h.lock == name && h.mode == mode)
-            {
-                state.held.remove(i);
-            }
+        outside_checks(|| {
+            with_record(|state, _, _| {
+                if let Some(i) = state
+                    .held
+                    .iter()
+                    .rposition(|h| h.lock == name && h.mode == mode)
+                {
+                    state.held.remove(i);
+                }
+            })
         });
     }
 
-    pub(super) fn change(lock: Target<'_>, from: Mode, to: Mode) {
-        if PERIOD.load(Ordering::Relaxed) == 0 {
-            return;
+    /// Changes the mode of this thread's latest entry for `name` in mode `from` to `to`.
+    fn change_mode(state: &mut ThreadState, name: LockName, from: Mode, to: Mode) {
+        if let Some(held) = state
+            .held
+            .iter_mut()
+            .rev()
+            .find(|h| h.lock == name && h.mode == from)
+        {
+            held.mode = to;
         }
+    }
+
+    pub(super) fn change(lock: Target<'_>, from: Mode, to: Mode) {
         let name = lock.name();
-        with_record(|_, state, _| {
-            if let Some(held) = state
-                .held
-                .iter_mut()
-                .rev()
-                .find(|h| h.lock == name && h.mode == from)
-            {
-                held.mode = to;
-            }
-        });
+        outside_checks(|| with_record(|state, _, _| change_mode(state, name, from, to)));
     }
 
     #[track_caller]
@@ -645,37 +681,29 @@ mod tracking {
         upgrade: impl FnOnce() -> T,
         took: impl FnOnce(&T) -> bool,
     ) -> T {
-        if PERIOD.load(Ordering::Relaxed) == 0 {
-            return upgrade();
-        }
         let at = Location::caller();
         let name = lock.name();
-        if wait == Wait::Untimed {
-            with_record(|_, state, _| {
-                state.waiting = Some(Held {
-                    lock: name,
-                    mode: Mode::Exclusive,
-                    at,
-                });
+        let waited = wait == Wait::Untimed;
+        if waited {
+            outside_checks(|| {
+                with_record(|state, _, _| {
+                    state.waiting = Some(Held {
+                        lock: name,
+                        mode: Mode::Exclusive,
+                        at,
+                    });
+                })
             });
         }
+        let strengthen = |state: &mut ThreadState| {
+            change_mode(state, name, Mode::UpgradableRead, Mode::Exclusive)
+        };
+        let mut finish = Finish { waited, took: None };
         let result = upgrade();
-        let took = took(&result);
-        with_record(|_, state, _| {
-            if wait == Wait::Untimed {
-                state.waiting = None;
-            }
-            if took {
-                if let Some(held) = state
-                    .held
-                    .iter_mut()
-                    .rev()
-                    .find(|h| h.lock == name && h.mode == Mode::UpgradableRead)
-                {
-                    held.mode = Mode::Exclusive;
-                }
-            }
-        });
+        if took(&result) {
+            finish.took = Some(&strengthen);
+        }
+        drop(finish);
         result
     }
 
@@ -853,7 +881,7 @@ mod tracking {
     /// Every lock order inversion found so far, in the order they were found (each pair of
     /// locks once).
     pub fn order_violations() -> Vec<OrderViolation> {
-        lock(&tracker().graph).violations.clone()
+        outside_checks(|| lock(&tracker().graph).violations.clone()).unwrap_or_default()
     }
 
     pub(super) fn forget(id: u64) {
@@ -862,7 +890,8 @@ mod tracking {
             return;
         }
         // SAFETY: a published tracker is leaked: it lives as long as the program.
-        lock(&unsafe { &*current }.graph).remove(id);
+        let tracker = unsafe { &*current };
+        outside_checks(|| lock(&tracker.graph).remove(id));
     }
 
     pub(super) fn forget_shared(start: usize, len: usize) {
@@ -871,7 +900,12 @@ mod tracking {
             return;
         }
         // SAFETY: a published tracker is leaked: it lives as long as the program.
-        let mut graph = lock(&unsafe { &*current }.graph);
+        let tracker = unsafe { &*current };
+        outside_checks(|| forget_range(tracker, start, len));
+    }
+
+    fn forget_range(tracker: &Tracker, start: usize, len: usize) {
+        let mut graph = lock(&tracker.graph);
         let range = (start as u64 | SHARED_BIT)..((start + len) as u64 | SHARED_BIT);
         let gone: Vec<u64> = graph
             .after
@@ -937,6 +971,10 @@ mod tracking {
     /// The cycles of threads that wait for each other now (module documentation, "Waits"):
     /// empty when none does. Each cycle is returned once.
     pub fn check_deadlock() -> Vec<Deadlock> {
+        outside_checks(find_deadlocks).unwrap_or_default()
+    }
+
+    fn find_deadlocks() -> Vec<Deadlock> {
         let period = PERIOD.load(Ordering::Relaxed);
         if period == 0 {
             return Vec::new();

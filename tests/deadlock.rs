@@ -140,6 +140,60 @@ fn a_shared_mutex_still_answers_a_relock_with_would_deadlock() {
     assert!(matches!(mutex.lock(), Err(LockError::WouldDeadlock)));
 }
 
+#[test]
+fn shared_locks_are_in_the_order_and_wait_graphs() {
+    use futexkit::shared::Region;
+    let region: &'static Region = Box::leak(Box::new(
+        Region::builder()
+            .mutex("left", 0u32)
+            .rwlock("right", 0u32)
+            .build()
+            .unwrap(),
+    ));
+    let left = region.mutex::<u32>("left").unwrap();
+    let right = region.rwlock::<u32>("right").unwrap();
+    {
+        let _l = left.lock().unwrap();
+        let _r = right.read().unwrap();
+    }
+    let (_r, first) = (right.write().unwrap(), here());
+    let (_l, then) = (left.lock().unwrap(), here());
+    let found = violations_at(first, then);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].now.first.kind(), LockKind::SharedRwLock);
+    assert_eq!(found[0].now.then.kind(), LockKind::SharedMutex);
+    drop((_r, _l));
+
+    // Two threads of this process stuck on the two shared locks (leaked with the region).
+    let both_hold: &'static Barrier = Box::leak(Box::new(Barrier::new(2)));
+    std::thread::Builder::new()
+        .name("shared-stuck-writer".into())
+        .spawn(move || {
+            let _r = right.write().unwrap();
+            both_hold.wait();
+            let _l = left.lock();
+            unreachable!("a deadlocked thread went on");
+        })
+        .unwrap();
+    std::thread::Builder::new()
+        .name("shared-stuck-locker".into())
+        .spawn(move || {
+            let _l = left.lock().unwrap();
+            both_hold.wait();
+            let _r = right.read();
+            unreachable!("a deadlocked thread went on");
+        })
+        .unwrap();
+    let found = wait_for_deadlock("shared-stuck-");
+    let mut kinds: Vec<String> = found
+        .threads
+        .iter()
+        .map(|w| w.lock.kind().to_string())
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["SharedMutex", "SharedRwLock"], "{found}");
+}
+
 /// The violations whose current order was taken at the lines `then_line` (held lock taken at
 /// `first_line`).
 fn violations_at(first_line: u32, then_line: u32) -> Vec<OrderViolation> {
