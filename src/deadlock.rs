@@ -42,15 +42,19 @@
 //!   the thread took the lock and where it asked again. A read lock asked for again (beside a
 //!   read or an upgradable read) is allowed, as std allows it, and reported as the lock order
 //!   below is: a writer that starts waiting between the two keeps the second out, and the
-//!   thread waits for itself (parking_lot#212). `try_*` calls and timed calls do not panic
-//!   (they fail or time out). The [`shared`](crate::shared) locks keep their own answer,
-//!   `WouldDeadlock`.
+//!   thread waits for itself (parking_lot#212). An untimed upgrade while this thread also holds
+//!   a plain read of the lock panics too: the upgrade waits for every other reader. `try_*`
+//!   calls and timed calls do not panic (they fail or time out). The
+//!   [`shared`](crate::shared) locks keep their own answer, `WouldDeadlock`, and such a
+//!   refused call adds no order.
 //! * **Lock order.** Each untimed acquisition of a lock B while this thread holds a lock A
 //!   records the order "A before B" with both call sites. If the order "B before A" was seen
 //!   before (directly or through other locks), the two can deadlock when two threads run them
-//!   at once: the first time for each pair, the report is written to stderr and kept for
-//!   [`order_violations`]. The program goes on: a report is a warning, as the kernel's lockdep
-//!   gives, since panicking inside a Condvar's relock would leave its guard unsound. Modes
+//!   at once: the first time for each pair, the report is written to stderr (fd 2 directly,
+//!   errors ignored) and kept for [`order_violations`]. The program goes on: a report is a
+//!   warning, as the kernel's lockdep gives, since panicking inside a Condvar's relock would
+//!   leave its guard unsound. The order is kept even when reported, so later cycles through
+//!   it are found. Modes
 //!   are not told apart (two read locks in opposite orders deadlock once a writer waits on
 //!   each).
 //! * **Waits.** [`check_deadlock`] returns each cycle of threads in which every thread waits,
@@ -271,7 +275,9 @@ impl LockId {
 impl Drop for LockId {
     fn drop(&mut self) {
         let id = *self.id.get_mut();
-        if id != 0 {
+        // While the checks are off its edges stay: numbers are never reused, so they only
+        // take room.
+        if id != 0 && tracking::is_enabled() {
             tracking::forget(id);
         }
     }
@@ -449,7 +455,9 @@ mod tracking {
 
     /// One thread's locks, as its own calls recorded them.
     struct ThreadRecord {
-        thread: Thread,
+        /// `None` for a thread whose std handle is gone (a lock taken in a late thread-local
+        /// destructor).
+        thread: Option<Thread>,
         state: Mutex<ThreadState>,
     }
 
@@ -499,7 +507,7 @@ mod tracking {
     /// period), its pairs seen and its thread, unless the checks are off; the record's version
     /// is bumped. Called inside `outside_checks`.
     fn with_record<R>(
-        f: impl FnOnce(&mut ThreadState, &mut HashSet<(u64, u64)>, &Thread) -> R,
+        f: impl FnOnce(&mut ThreadState, &mut HashSet<(u64, u64)>, Option<&Thread>) -> R,
     ) -> Option<R> {
         let period = PERIOD.load(Ordering::Relaxed);
         if period == 0 {
@@ -514,7 +522,8 @@ mod tracking {
                     .map_or(true, |l| !core::ptr::eq(l.tracker, tracker))
                 {
                     let record = Arc::new(ThreadRecord {
-                        thread: std::thread::current(),
+                        // Older std panics here once the thread's own locals are destroyed.
+                        thread: std::panic::catch_unwind(std::thread::current).ok(),
                         state: Mutex::new(ThreadState::default()),
                     });
                     let mut threads = lock(&tracker.threads);
@@ -546,7 +555,7 @@ mod tracking {
                     state.period = period;
                 }
                 state.version += 1;
-                f(&mut state, seen_pairs, &record.thread)
+                f(&mut state, seen_pairs, record.thread.as_ref())
             })
             .ok()
     }
@@ -593,9 +602,16 @@ mod tracking {
             let relock = outside_checks(|| {
                 let checked = with_record(|state, seen_pairs, thread| {
                     let again = state.held.iter().find(|h| h.lock == name).copied();
-                    let again = again.filter(|_| !lock.answers_relock_itself());
-                    if let Some(held) = again.filter(|held| mode.kept_out_by(held.mode)) {
-                        return Err(held);
+                    if again.is_some() && lock.answers_relock_itself() {
+                        // The lock refuses this call itself (`WouldDeadlock`): nothing waits.
+                        return Ok(None);
+                    }
+                    let excluding = state
+                        .held
+                        .iter()
+                        .find(|h| h.lock == name && mode.kept_out_by(h.mode));
+                    if let Some(held) = excluding {
+                        return Err(*held);
                     }
                     // Pairs this thread has not put in the graph yet; a second read lock of
                     // one lock is the pair (lock, lock).
@@ -608,7 +624,7 @@ mod tracking {
                         .copied()
                         .collect();
                     state.waiting = Some(wanted);
-                    Ok((!new_pairs.is_empty()).then(|| (new_pairs, thread.clone())))
+                    Ok((!new_pairs.is_empty()).then(|| (new_pairs, thread_name(thread))))
                 });
                 match checked {
                     Some(Err(held)) => Some(held),
@@ -685,15 +701,30 @@ mod tracking {
         let name = lock.name();
         let waited = wait == Wait::Untimed;
         if waited {
-            outside_checks(|| {
+            let own_read = outside_checks(|| {
                 with_record(|state, _, _| {
-                    state.waiting = Some(Held {
-                        lock: name,
-                        mode: Mode::Exclusive,
-                        at,
-                    });
+                    let own_read = state
+                        .held
+                        .iter()
+                        .find(|h| h.lock == name && h.mode == Mode::Read)
+                        .copied();
+                    if own_read.is_none() {
+                        state.waiting = Some(Held {
+                            lock: name,
+                            mode: Mode::Exclusive,
+                            at,
+                        });
+                    }
+                    own_read
                 })
             });
+            if let Some(Some(Some(held))) = own_read {
+                panic!(
+                    "deadlock: an upgrade of {name} at {at} waits for every other read lock to \
+                     go, and this thread holds one (taken at {}): it would wait for itself",
+                    held.at
+                );
+            }
         }
         let strengthen = |state: &mut ThreadState| {
             change_mode(state, name, Mode::UpgradableRead, Mode::Exclusive)
@@ -806,6 +837,7 @@ mod tracking {
         }
 
         fn remove(&mut self, id: u64) {
+            self.reported.retain(|&(a, b)| a != id && b != id);
             if let Some(after) = self.after.remove(&id) {
                 for next in after.keys() {
                     if let Some(before) = self.before.get_mut(next) {
@@ -823,7 +855,10 @@ mod tracking {
         }
     }
 
-    fn thread_name(thread: &Thread) -> String {
+    fn thread_name(thread: Option<&Thread>) -> String {
+        let Some(thread) = thread else {
+            return "(exiting)".to_owned();
+        };
         match thread.name() {
             Some(name) => format!("'{name}'"),
             None => format!("{:?}", thread.id()),
@@ -832,7 +867,7 @@ mod tracking {
 
     /// Puts "each of `held`, then `wanted`" in the order graph; reports each pair that closes
     /// a cycle instead.
-    fn order(held: &[Held], wanted: Held, thread: &Thread) {
+    fn order(held: &[Held], wanted: Held, thread: &str) {
         let mut found = Vec::new();
         {
             let mut graph = lock(&tracker().graph);
@@ -850,7 +885,7 @@ mod tracking {
                     first_at: first.at,
                     then: wanted.lock,
                     then_at: wanted.at,
-                    thread: thread_name(thread),
+                    thread: thread.to_owned(),
                 };
                 // A read lock asked for again: a cycle of one lock, reported, never put in.
                 let cycle = if a == b {
@@ -858,23 +893,25 @@ mod tracking {
                 } else {
                     graph.path(b, a)
                 };
-                match cycle {
-                    Some(before) => {
-                        if graph.reported.insert((a.min(b), a.max(b))) {
-                            let violation = OrderViolation { now: edge, before };
-                            graph.violations.push(violation.clone());
-                            found.push(violation);
-                        }
+                if let Some(before) = cycle {
+                    if graph.reported.insert((a.min(b), a.max(b))) {
+                        let violation = OrderViolation {
+                            now: edge.clone(),
+                            before,
+                        };
+                        graph.violations.push(violation.clone());
+                        found.push(violation);
                     }
-                    None => {
-                        graph.after.entry(a).or_default().insert(b, edge);
-                        graph.before.entry(b).or_default().insert(a);
-                    }
+                }
+                // Reported or not, the order was seen: later cycles may run through it.
+                if a != b {
+                    graph.after.entry(a).or_default().insert(b, edge);
+                    graph.before.entry(b).or_default().insert(a);
                 }
             }
         }
         for violation in found {
-            eprintln!("futexkit: {violation}");
+            crate::futex::sys::process::write_to_stderr(&format!("futexkit: {violation}\n"));
         }
     }
 
@@ -1012,7 +1049,7 @@ mod tracking {
                         .map(|&(i, holder)| {
                             let waiting = states[i].waiting.expect("a waiter of a cycle");
                             Waiter {
-                                thread: thread_name(&records[i].thread),
+                                thread: thread_name(records[i].thread.as_ref()),
                                 lock: waiting.lock,
                                 mode: waiting.mode,
                                 waits_at: waiting.at,

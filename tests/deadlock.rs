@@ -114,6 +114,21 @@ fn parking_lot_types_report_relocks_at_the_callers_site() {
     let write = futexkit::parking_lot::RwLockUpgradableReadGuard::upgrade(upgradable);
     drop(write);
 
+    // Every entry counts, not the first: read, upgradable read, then the upgradable read
+    // again (which only the second excludes).
+    let (_read, _) = (rwlock.read(), here());
+    let (_upgradable, first) = (rwlock.upgradable_read(), here());
+    let message = panic_message(|| drop(rwlock.upgradable_read()));
+    assert!(message.contains(&site(first)), "{message}");
+    // An upgrade waits for every other reader, this thread's own plain read among them.
+    let message = panic_message(|| {
+        drop(futexkit::parking_lot::RwLockUpgradableReadGuard::upgrade(
+            _upgradable,
+        ))
+    });
+    assert!(message.contains("upgrade"), "{message}");
+    drop(_read);
+
     // A reentrant mutex relocks by design.
     let reentrant = ReentrantMutex::new(0);
     let _outer = reentrant.lock();
@@ -284,6 +299,47 @@ fn an_inversion_through_a_chain_of_locks_is_reported_with_the_chain() {
     // From `a` (asked for now) to `c` (held now): a before b, b before c.
     assert_eq!(chain, [LockKind::RwLock, LockKind::Mutex]);
     assert_eq!(found[0].before.len(), 2, "{}", found[0]);
+}
+
+#[test]
+fn an_order_already_reported_still_closes_later_cycles() {
+    let (a, b, x) = (Mutex::new(0), Mutex::new(0), Mutex::new(0));
+    {
+        let _b = b.lock().unwrap();
+        let _a = a.lock().unwrap();
+    }
+    {
+        let _a = a.lock().unwrap();
+        let _b = b.lock().unwrap(); // reported: b before a was seen
+    }
+    {
+        let _b = b.lock().unwrap();
+        let _x = x.lock().unwrap();
+    }
+    let (_x, first) = (x.lock().unwrap(), here());
+    let (_a, then) = (a.lock().unwrap(), here());
+    // a before b (reported, yet seen), b before x: x before a closes a -> b -> x -> a.
+    let found = violations_at(first, then);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].before.len(), 2, "{}", found[0]);
+}
+
+#[test]
+fn a_shared_relock_refused_at_once_reports_no_order() {
+    use futexkit::shared::{LockError, Region};
+    let region = Region::builder().mutex("m", 0u32).build().unwrap();
+    let shared = region.mutex::<u32>("m").unwrap();
+    let other = Mutex::new(0);
+    let _s = shared.lock().unwrap();
+    let _o = other.lock().unwrap();
+    // Refused with WouldDeadlock without waiting: no "other before shared" order.
+    let (refused, line) = (shared.lock(), here());
+    assert!(matches!(refused, Err(LockError::WouldDeadlock)));
+    assert!(deadlock::order_violations()
+        .iter()
+        .all(|v| v.now.then_at.file() != file!() || v.now.then_at.line() != line));
+    drop(_o);
+    let _o = other.lock().unwrap(); // same order as before, nothing to report either
 }
 
 #[test]

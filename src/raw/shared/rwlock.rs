@@ -173,6 +173,7 @@ impl RawSharedRwLock {
     /// # Errors
     ///
     /// [`RawLockError::TimedOut`]; otherwise as [`read`](Self::read).
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_until(
         &self,
         deadline: Deadline,
