@@ -103,7 +103,7 @@ pub(crate) fn thread_ids() -> Option<Vec<u32>> {
 /// Writes `text` to the process's stderr (fd 2) directly, bypassing std's `Stderr` and its
 /// lock; errors (a closed or full pipe) are dropped: a diagnostic must neither panic nor wait
 /// for a thread that holds std's stderr lock.
-#[cfg(feature = "deadlock")]
+#[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
 pub(crate) fn write_to_stderr(text: &str) {
     let mut rest = text.as_bytes();
     while !rest.is_empty() {
