@@ -49,7 +49,7 @@ if grep -E '^name = "(loom|shuttle|generator|tracing|scoped-tls)"' "$work/plain/
 fi
 
 echo "--- rust-version $msrv: the default features, and every feature but lock_api_05, on Rust $msrv"
-new_dependent msrv '["lock_api", "serde", "bytemuck", "zerocopy", "profile"]'
+new_dependent msrv '["lock_api", "serde", "bytemuck", "zerocopy", "profile", "deadlock"]'
 if rustup toolchain install "$msrv" --profile minimal >/dev/null 2>&1; then
     for crate in plain msrv; do
         (cd "$work/$crate" && cargo "+$msrv" build --quiet && cargo "+$msrv" run --quiet)
