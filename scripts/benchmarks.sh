@@ -285,7 +285,7 @@ PY
             echo "$line"
         fi
         echo
-        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway. That capture delays the sampled waiter as a back-off would, leaving the lock to the threads that run, so a high rate can raise this counter's throughput: the cost shows as longer waits, not fewer operations. The deadlock checks, turned off, read one flag per lock and per unlock; on, every acquisition and release updates the thread's record under a mutex of its own (src/deadlock.rs), a fixed cost per operation that a debugging build pays."
+        echo "Reading: the figure in brackets is the row's ratio to compiled out. The profile hooks only the slow path of a contended acquisition, so the uncontended instruction count is the same with it compiled in; sampling off, a contended acquisition reads the rate once; sampled, it captures its stack (return addresses only) while it would wait anyway. That capture delays the sampled waiter as a back-off would, leaving the lock to the threads that run, so a high rate can raise this counter's throughput: the cost shows as longer waits, not fewer operations. The deadlock checks, turned off, read one flag per lock and per unlock; on, every acquisition and release updates the thread's record under a mutex of its own (src/deadlock/record.rs), a fixed cost per operation that a debugging build pays."
         echo
     } >>"$body"
 fi
