@@ -185,23 +185,40 @@ impl<'a> Target<'a> {
     }
 }
 
-/// An acquisition of `lock` in `mode` by `acquire`, which returns whether it took the lock
-/// (`took`). An untimed one is checked first (relock, order) and is in the wait graph while
-/// it runs. Without the feature, `acquire()` and nothing else.
+/// What an acquisition returns, as the checks read it: whether it took the lock.
+pub(crate) trait Outcome {
+    fn took(&self) -> bool;
+}
+
+impl Outcome for bool {
+    fn took(&self) -> bool {
+        *self
+    }
+}
+
+/// Shared locks: `Ok` (also after a holder's death) holds the lock; an error does not.
+impl<T, E> Outcome for Result<T, E> {
+    fn took(&self) -> bool {
+        self.is_ok()
+    }
+}
+
+/// An acquisition of `lock` in `mode` by `acquire`. An untimed one is checked first (relock,
+/// order) and is in the wait graph while it runs. Without the feature, `acquire()` and nothing
+/// else.
 #[cfg_attr(feature = "deadlock", track_caller)]
 #[inline(always)]
-pub(crate) fn acquire<'a, T>(
+pub(crate) fn acquire<'a, T: Outcome>(
     lock: impl FnOnce() -> Target<'a>,
     mode: Mode,
     wait: Wait,
     acquire: impl FnOnce() -> T,
-    took: impl FnOnce(&T) -> bool,
 ) -> T {
     #[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
     if record::is_enabled() {
-        return record::acquire(lock(), mode, wait, acquire, took);
+        return record::acquire(lock(), mode, wait, acquire);
     }
-    let _ = (lock, mode, wait, took);
+    let _ = (lock, mode, wait);
     acquire()
 }
 
@@ -226,20 +243,19 @@ pub(crate) fn weaken<'a>(lock: impl FnOnce() -> Target<'a>, from: Mode, to: Mode
 }
 
 /// An upgrade of `lock` from the upgradable read to exclusive by `upgrade`, which returns
-/// whether it did (`took`). An untimed one is in the wait graph while it runs.
+/// whether it did. An untimed one is in the wait graph while it runs.
 #[cfg_attr(feature = "deadlock", track_caller)]
 #[inline(always)]
-pub(crate) fn upgrade<'a, T>(
+pub(crate) fn upgrade<'a>(
     lock: impl FnOnce() -> Target<'a>,
     wait: Wait,
-    upgrade: impl FnOnce() -> T,
-    took: impl FnOnce(&T) -> bool,
-) -> T {
+    upgrade: impl FnOnce() -> bool,
+) -> bool {
     #[cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
     if record::is_enabled() {
-        return record::upgrade(lock(), wait, upgrade, took);
+        return record::upgrade(lock(), wait, upgrade);
     }
-    let _ = (lock, wait, took);
+    let _ = (lock, wait);
     upgrade()
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::Thread;
 
 use super::order::{order, Graph};
-use super::{LockKind, Mode, Target, Wait};
+use super::{LockKind, Mode, Outcome, Target, Wait};
 
 pub(super) type Site = &'static Location<'static>;
 
@@ -293,12 +293,11 @@ impl Drop for Finish<'_> {
 }
 
 #[track_caller]
-pub(super) fn acquire<T>(
+pub(super) fn acquire<T: Outcome>(
     lock: Target<'_>,
     mode: Mode,
     wait: Wait,
     acquire: impl FnOnce() -> T,
-    took: impl FnOnce(&T) -> bool,
 ) -> T {
     let at = Location::caller();
     let name = lock.name();
@@ -352,7 +351,7 @@ pub(super) fn acquire<T>(
     let push = |state: &mut ThreadState| state.held.push(wanted);
     let mut finish = Finish { waited, took: None };
     let result = acquire();
-    if took(&result) {
+    if result.took() {
         finish.took = Some(&push);
     }
     drop(finish);
@@ -401,12 +400,7 @@ pub(super) fn change(lock: Target<'_>, from: Mode, to: Mode) {
 }
 
 #[track_caller]
-pub(super) fn upgrade<T>(
-    lock: Target<'_>,
-    wait: Wait,
-    upgrade: impl FnOnce() -> T,
-    took: impl FnOnce(&T) -> bool,
-) -> T {
+pub(super) fn upgrade(lock: Target<'_>, wait: Wait, upgrade: impl FnOnce() -> bool) -> bool {
     let at = Location::caller();
     let name = lock.name();
     let waited = wait == Wait::Untimed;
@@ -440,7 +434,7 @@ pub(super) fn upgrade<T>(
         |state: &mut ThreadState| change_mode(state, name, Mode::UpgradableRead, Mode::Exclusive);
     let mut finish = Finish { waited, took: None };
     let result = upgrade();
-    if took(&result) {
+    if result {
         finish.took = Some(&strengthen);
     }
     drop(finish);

@@ -121,32 +121,16 @@ impl RawMutex {
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) {
-        let lock = || {
-            if !self.take_free() {
-                self.lock_contended(None);
-            }
-        };
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Untimed,
-            lock,
-            |_| true,
-        )
+        self.checked_acquire(Wait::Untimed, || {
+            self.take_free() || self.lock_contended(None)
+        });
     }
 
     /// Takes the lock if it is free now; returns whether it did.
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let try_lock = || self.take_free();
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            try_lock,
-            |&took| took,
-        )
+        self.checked_acquire(Wait::Bounded, || self.take_free())
     }
 
     /// Blocks until this thread holds the lock or `deadline` passes; returns whether it does.
@@ -163,14 +147,17 @@ impl RawMutex {
 
     #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_bounded(&self, deadline: Deadline) -> bool {
-        let lock = || self.take_free() || self.lock_contended(Some(deadline));
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            lock,
-            |&took| took,
-        )
+        self.checked_acquire(Wait::Bounded, || {
+            self.take_free() || self.lock_contended(Some(deadline))
+        })
+    }
+
+    /// An acquisition by `lock`, which returns whether it took the lock, as the deadlock
+    /// checks see it (`src/deadlock/`; without the feature, `lock()`).
+    #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline(always)]
+    fn checked_acquire(&self, wait: Wait, lock: impl FnOnce() -> bool) -> bool {
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, wait, lock)
     }
 
     /// The lock as the deadlock checks name it.

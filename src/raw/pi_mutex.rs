@@ -98,18 +98,8 @@ impl RawPiMutex {
     /// thread exited holding it.
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) {
-        let lock = || {
-            if !self.take_free() {
-                self.lock_contended(None);
-            }
-        };
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Untimed,
-            lock,
-            |_| true,
-        )
+        let lock = || self.take_free() || self.lock_contended(None);
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Untimed, lock);
     }
 
     /// Takes the lock if it is free now; returns whether it did.
@@ -122,13 +112,7 @@ impl RawPiMutex {
     #[cfg_attr(feature = "deadlock", track_caller)]
     fn lock_bounded(&self, deadline: Option<Deadline>) -> bool {
         let lock = || self.take_free() || deadline.is_some_and(|d| self.lock_contended(Some(d)));
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            lock,
-            |&took| took,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Bounded, lock)
     }
 
     /// The lock as the deadlock checks name it.

@@ -281,12 +281,8 @@ impl RawRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     fn read_kind(&self, held: u32) {
-        let read = || {
-            if !self.try_read_kind(held) {
-                self.read_contended(held, None);
-            }
-        };
-        crate::deadlock::acquire(|| self.checked(), mode(held), Wait::Untimed, read, |_| true)
+        let read = || self.try_read_kind(held) || self.read_contended(held, None);
+        crate::deadlock::acquire(|| self.checked(), mode(held), Wait::Untimed, read);
     }
 
     /// A bounded read lock of kind `held`: one attempt without a deadline, else waits until
@@ -297,13 +293,7 @@ impl RawRwLock {
         let read = || {
             self.try_read_kind(held) || deadline.is_some_and(|d| self.read_contended(held, Some(d)))
         };
-        crate::deadlock::acquire(
-            || self.checked(),
-            mode(held),
-            Wait::Bounded,
-            read,
-            |&took| took,
-        )
+        crate::deadlock::acquire(|| self.checked(), mode(held), Wait::Bounded, read)
     }
 
     /// The lock as the deadlock checks name it.
@@ -413,18 +403,8 @@ impl RawRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn write(&self) {
-        let write = || {
-            if !self.take_write() {
-                self.write_contended(None);
-            }
-        };
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Untimed,
-            write,
-            |_| true,
-        )
+        let write = || self.take_write() || self.write_contended(None);
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Untimed, write);
     }
 
     /// Takes the write lock if no thread holds it now (and no read phase is open); returns
@@ -440,13 +420,7 @@ impl RawRwLock {
     #[inline]
     fn write_bounded(&self, deadline: Option<Deadline>) -> bool {
         let write = || self.take_write() || deadline.is_some_and(|d| self.write_contended(Some(d)));
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            write,
-            |&took| took,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Bounded, write)
     }
 
     /// The write lock's fast path: the word from 0, or from waiting bits alone.
@@ -780,12 +754,8 @@ impl RawRwLock {
     /// The calling thread must hold the upgradable read; afterwards it holds the write lock.
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub unsafe fn upgrade(&self) {
-        let upgrade = || {
-            if !self.upgrade_now() {
-                self.exclusive_contended(Exclusive::Upgrader, None);
-            }
-        };
-        crate::deadlock::upgrade(|| self.checked(), Wait::Untimed, upgrade, |_| true);
+        let upgrade = || self.upgrade_now() || self.exclusive_contended(Exclusive::Upgrader, None);
+        crate::deadlock::upgrade(|| self.checked(), Wait::Untimed, upgrade);
     }
 
     /// Turns this thread's upgradable read into the write lock if no other thread holds a
@@ -808,7 +778,7 @@ impl RawRwLock {
             self.upgrade_now()
                 || deadline.is_some_and(|d| self.exclusive_contended(Exclusive::Upgrader, Some(d)))
         };
-        crate::deadlock::upgrade(|| self.checked(), Wait::Bounded, upgrade, |&took| took)
+        crate::deadlock::upgrade(|| self.checked(), Wait::Bounded, upgrade)
     }
 
     /// The upgrade if no other reader holds the lock now; the caller holds the upgradable

@@ -223,13 +223,7 @@ impl RawSharedMutex {
     #[inline]
     pub fn lock(&self) -> Result<Acquired, RawLockError> {
         let lock = || robust::acquire(&self.robust, |tid| self.take(tid, None));
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Untimed,
-            lock,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Untimed, lock)
     }
 
     /// The lock as the deadlock checks name it.
@@ -247,13 +241,7 @@ impl RawSharedMutex {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock(&self) -> Result<Acquired, RawLockError> {
         let lock = || robust::acquire(&self.robust, |tid| self.take_now(tid, true));
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            lock,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Bounded, lock)
     }
 
     /// Blocks until this thread holds the lock or `timeout` passes.
@@ -274,13 +262,7 @@ impl RawSharedMutex {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_lock_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
         let lock = || robust::acquire(&self.robust, |tid| self.take(tid, Some(deadline)));
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            lock,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Bounded, lock)
     }
 
     /// Releases the lock, waking a sleeper if there is one. If the lock was taken after a

@@ -135,13 +135,7 @@ impl RawSharedRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(None, false);
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Read,
-            Wait::Untimed,
-            read,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Read, Wait::Untimed, read)
     }
 
     /// The lock as the deadlock checks name it.
@@ -159,13 +153,7 @@ impl RawSharedRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(None, true);
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Read,
-            Wait::Bounded,
-            read,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Read, Wait::Bounded, read)
     }
 
     /// Blocks until this thread holds a read lock or `deadline` passes.
@@ -179,13 +167,7 @@ impl RawSharedRwLock {
         deadline: Deadline,
     ) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(Some(deadline), false);
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Read,
-            Wait::Bounded,
-            read,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Read, Wait::Bounded, read)
     }
 
     /// Releases a read lock.
@@ -210,13 +192,7 @@ impl RawSharedRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn write(&self) -> Result<Acquired, RawLockError> {
         let write = || self.write_until(None, false);
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Untimed,
-            write,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Untimed, write)
     }
 
     /// Takes the write lock if nobody holds the lock now.
@@ -227,13 +203,7 @@ impl RawSharedRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write(&self) -> Result<Acquired, RawLockError> {
         let write = || self.write_until(None, true);
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            write,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Bounded, write)
     }
 
     /// Blocks until this thread holds the write lock or `deadline` passes.
@@ -244,13 +214,7 @@ impl RawSharedRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_write_until(&self, deadline: Deadline) -> Result<Acquired, RawLockError> {
         let write = || self.write_until(Some(deadline), false);
-        crate::deadlock::acquire(
-            || self.checked(),
-            Mode::Exclusive,
-            Wait::Bounded,
-            write,
-            Result::is_ok,
-        )
+        crate::deadlock::acquire(|| self.checked(), Mode::Exclusive, Wait::Bounded, write)
     }
 
     /// Releases the write lock, waking every thread asleep on it. If the lock was taken after a
