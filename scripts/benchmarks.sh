@@ -247,11 +247,11 @@ if [ -z "$prebuilt" ] && wanted checks_cost; then
     {
         echo "## What the contention profile and the deadlock checks cost (features \`profile\`, \`deadlock\`)"
         echo
-        echo "\`cargo run --release --example checks_cost -- $quick\`, the same with \`--features profile\` and with \`--features deadlock\`, run alternately (3 times each; the median of the three medians); instructions by \`valgrind --tool=callgrind target/.../uncontended futexkit 1000000\` minus 0 iterations, per lock + unlock"
+        echo "\`cargo run --release --example checks_cost -- $quick\`, the same with \`--features profile\` and with \`--features deadlock\`, run alternately (9 times each, as a few percent is what is measured and single runs here vary by 10%; the median of the nine medians); instructions by \`valgrind --tool=callgrind target/.../uncontended futexkit 1000000\` minus 0 iterations, per lock + unlock"
         echo
         echo "| futexkit Mutex, contended counter (Mops/s) | 4 threads | 16 threads |"
         echo "|---|---|---|"
-        for i in 1 2 3; do
+        for i in 1 2 3 4 5 6 7 8 9; do
             "$ex/checks_cost" $quick >>"$tmp/cc_out.txt"
             "$profile_on/checks_cost" $quick >>"$tmp/cc_profile.txt"
             "$deadlock_on/checks_cost" $quick >>"$tmp/cc_deadlock.txt"

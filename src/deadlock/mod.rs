@@ -54,9 +54,8 @@
 //!   errors ignored) and kept for [`order_violations`]. The program goes on: a report is a
 //!   warning, as the kernel's lockdep gives, since panicking inside a Condvar's relock would
 //!   leave its guard unsound. The order is kept even when reported, so later cycles through
-//!   it are found. Modes
-//!   are not told apart (two read locks in opposite orders deadlock once a writer waits on
-//!   each).
+//!   it are found. Modes are not told apart (two read locks in opposite orders deadlock once a
+//!   writer waits on each).
 //! * **Waits.** [`check_deadlock`] returns each cycle of threads in which every thread waits,
 //!   untimed, for a lock the next one holds in a mode that keeps it out. Only such cycles:
 //!   the threads' records are read twice and a cycle is returned only if none of its threads
