@@ -116,18 +116,18 @@ fn parking_lot_types_report_relocks_at_the_callers_site() {
 
     // Every entry counts, not the first: read, upgradable read, then the upgradable read
     // again (which only the second excludes).
-    let (_read, _) = (rwlock.read(), here());
-    let (_upgradable, first) = (rwlock.upgradable_read(), here());
+    let read = rwlock.read();
+    let (upgradable, first) = (rwlock.upgradable_read(), here());
     let message = panic_message(|| drop(rwlock.upgradable_read()));
     assert!(message.contains(&site(first)), "{message}");
     // An upgrade waits for every other reader, this thread's own plain read among them.
     let message = panic_message(|| {
         drop(futexkit::parking_lot::RwLockUpgradableReadGuard::upgrade(
-            _upgradable,
+            upgradable,
         ))
     });
     assert!(message.contains("upgrade"), "{message}");
-    drop(_read);
+    drop(read);
 
     // A reentrant mutex relocks by design.
     let reentrant = ReentrantMutex::new(0);
