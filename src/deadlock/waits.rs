@@ -15,7 +15,7 @@ use super::{LockName, Mode};
 /// One thread of a [`Deadlock`]: it waits for a lock the next thread holds.
 #[derive(Debug, Clone)]
 pub struct Waiter {
-    /// The thread (its name, or its id).
+    /// The thread: its name in quotes, or its id.
     pub thread: String,
     /// The lock it waits for.
     pub lock: LockName,
@@ -23,7 +23,7 @@ pub struct Waiter {
     pub mode: Mode,
     /// Where it waits.
     pub waits_at: &'static Location<'static>,
-    /// Where the next thread of the cycle took the lock, and how it holds it.
+    /// Where the next thread of the cycle took the lock.
     pub holder_took_it_at: &'static Location<'static>,
     /// How the next thread holds it.
     pub held_as: Mode,
