@@ -147,15 +147,6 @@ fn relocking_a_pi_mutex_panics_with_both_call_sites() {
 }
 
 #[test]
-fn a_shared_mutex_still_answers_a_relock_with_would_deadlock() {
-    use futexkit::shared::{LockError, Region};
-    let region = Region::builder().mutex("m", 0u32).build().unwrap();
-    let mutex = region.mutex::<u32>("m").unwrap();
-    let _guard = mutex.lock().unwrap();
-    assert!(matches!(mutex.lock(), Err(LockError::WouldDeadlock)));
-}
-
-#[test]
 fn shared_locks_are_in_the_order_and_wait_graphs() {
     use futexkit::shared::Region;
     let region: &'static Region = Box::leak(Box::new(
@@ -568,7 +559,7 @@ fn an_upgrade_waiting_for_a_busy_reader_is_no_deadlock() {
         let lock = Arc::clone(&lock);
         let thread = std::thread::Builder::new().name("pl490-upgrader".into());
         // Returns once the upgrader is asleep in the upgrade.
-        spawn_blocked_named(thread, move || {
+        futexkit_support::blocked::spawn_blocked_by(thread, move || {
             let read = lock.upgradable_read();
             *RwLockUpgradableReadGuard::upgrade(read) += 1;
         })
@@ -578,20 +569,4 @@ fn an_upgrade_waiting_for_a_busy_reader_is_no_deadlock() {
     reader.join().unwrap();
     upgrader.join().unwrap();
     assert_eq!(*lock.read(), 1);
-}
-
-/// `spawn_blocked` for a named thread.
-fn spawn_blocked_named(
-    builder: std::thread::Builder,
-    f: impl FnOnce() + Send + 'static,
-) -> std::thread::JoinHandle<()> {
-    let (tx, rx) = mpsc::channel();
-    let handle = builder
-        .spawn(move || {
-            tx.send(futexkit_support::blocked::gettid()).unwrap();
-            f()
-        })
-        .unwrap();
-    futexkit_support::blocked::wait_until_blocked(rx.recv().unwrap());
-    handle
 }

@@ -81,11 +81,21 @@ pub fn gettid() -> u32 {
 pub fn spawn_blocked<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
+    spawn_blocked_by(std::thread::Builder::new(), f)
+}
+
+/// [`spawn_blocked`] with the thread made by `builder` (a name, say).
+pub fn spawn_blocked_by<T: Send + 'static>(
+    builder: std::thread::Builder,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        tx.send(gettid()).unwrap();
-        f()
-    });
+    let handle = builder
+        .spawn(move || {
+            tx.send(gettid()).unwrap();
+            f()
+        })
+        .expect("a thread");
     let tid = rx.recv().unwrap();
     wait_until_blocked(tid);
     handle
