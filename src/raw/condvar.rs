@@ -6,7 +6,7 @@
 //! | field      | meaning                                   | changed by |
 //! |------------|-------------------------------------------|------------|
 //! | `seq`      | futex word: how many notifies there have been (wrapping) | every notify adds 1 |
-//! | `sleepers` | waiters about to sleep on `seq`, or asleep | a waiter adds 1 before its sleep and takes it back after |
+//! | `sleepers` | waiters about to sleep on `seq`, or asleep, that no wake has woken yet | a waiter adds 1 before its sleep; a notify takes back 1 for each sleeper its wake woke; a waiter whose sleep ended unwoken (`seq` had changed, or the deadline passed) takes back its own |
 //!
 //! Nothing refers to the mutex: a Condvar may be used with any mutex, one after another, and a
 //! `(Mutex, Condvar)` pair may move between waits, as with std.
@@ -14,7 +14,8 @@
 //! ## Protocol
 //!
 //! * **wait**: read `seq` while still holding the mutex, unlock, add to `sleepers`, sleep on
-//!   `seq` while it holds the value read, take `sleepers` back, and relock. A notify that comes after
+//!   `seq` while it holds the value read, take its count back unless a wake ended the sleep,
+//!   and relock. A notify that comes after
 //!   the unlock (the only ones a waiter is owed: the notifier changed the condition under the
 //!   mutex after this waiter released it) changes `seq` after it was read, so the sleep returns
 //!   at once or is woken. Only equality is compared: a waiter would have to sleep through
@@ -27,6 +28,15 @@
 //!   waiter's comes second, it synchronizes with the notifier's, so the notifier's earlier add
 //!   to `seq` happens before the waiter's sleep compares `seq` (in the kernel), which then
 //!   sees the new value and does not sleep. Either way the waiter is not lost.
+//! * **Each count is taken back once**: by the notify whose wake woke its waiter (the kernel
+//!   returns how many it woke, and a woken waiter's sleep returns success), or else by the
+//!   waiter, whose sleep returned an error (`seq` had changed, or its deadline passed). So
+//!   `sleepers` never counts fewer than the waiters still owed a wake, and a woken waiter stops
+//!   counting as soon as the wake returns, not a wake-up's latency later when it runs: the
+//!   notifies in between find nobody left to wake and make no syscall. A sleep that some other
+//!   wake of the same address ended (a lock's wake by address after its release, reaching a
+//!   Condvar that reuses the freed memory) leaves its count behind: later notifies then make a
+//!   syscall that may find nobody, which costs time, never a wakeup.
 //! * `notify_all` wakes every sleeper at once, so that they run as soon as CPUs can take them;
 //!   they then meet on the mutex, whose spin and one-wake-per-unlock keep that orderly.
 //!
@@ -106,6 +116,8 @@ impl RawCondvar {
         if self.sleepers.fetch_add(0, Ordering::AcqRel) == 0 {
             crate::spin::notified(0);
         } else if let Ok(woken) = self.seq.wake(n) {
+            // The woken stop counting now: they do not take their counts back themselves.
+            self.sleepers.fetch_sub(woken as u32, Ordering::Relaxed);
             crate::spin::notified(woken);
         }
     }
@@ -132,7 +144,10 @@ impl RawCondvar {
         // Woken, spuriously or not, or `seq` changed before the sleep: either way this wait is
         // over (spurious wakeups are allowed; callers re-check their condition).
         let result = self.seq.wait(seq, deadline);
-        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        if result.is_err() {
+            // Not woken (`seq` changed first, or the deadline passed): no notify counted it.
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        }
         mutex.lock();
         result == Err(Error::TimedOut)
     }

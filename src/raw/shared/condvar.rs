@@ -6,26 +6,31 @@
 //! | field      | meaning | changed by |
 //! |------------|---------|------------|
 //! | `seq`      | futex word: notifies so far (wrapping) | every notify adds 1; with sleepers counted, in the same kernel call that wakes them |
-//! | `sleepers` | waiters counted before their unlock and not yet back | a waiter adds 1 while it still holds the mutex and takes it back when it wakes |
+//! | `sleepers` | waiters counted before their unlock that no wake has woken yet | a waiter adds 1 while it still holds the mutex; a notify takes back 1 for each sleeper its wake woke; a waiter whose wait ended unwoken (its spin saw `seq` change, `seq` had changed before its sleep, its deadline passed) takes back its own |
 //!
 //! ## Protocol
 //!
 //! * **wait**: while holding the mutex, add 1 to `sleepers` and read `seq`; unlock; spin on
 //!   `seq` as the spin policy says (`spin_for_notify`), then sleep on it while it holds the
-//!   value read; take the 1 back; relock. A notify this wait is owed comes from a thread that
+//!   value read; take the 1 back unless a wake ended the sleep; relock. A notify this wait is owed comes from a thread that
 //!   changed the condition under the mutex after this unlock, so it sees the count (the mutex
 //!   orders them) and changes `seq` after it was read: the sleep returns at once or is woken.
 //! * **notify**: with no sleepers counted, add 1 to `seq` (no system call); else add 1 and
 //!   wake one or all sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically; then
-//!   tell the spin policy how many it woke (`crate::spin::notified`). So a notifier killed
-//!   at any instruction either notified or did not: there is no moment with `seq` changed and
-//!   the sleepers left asleep.
+//!   take back the count of each sleeper it woke, and tell the spin policy how many that was
+//!   (`crate::spin::notified`). So a notifier killed at any instruction either notified or did
+//!   not: there is no moment with `seq` changed and the sleepers left asleep. A woken waiter
+//!   stops counting as soon as the wake returns, not a wake-up's latency later when it runs, so
+//!   notifies meanwhile find nobody left to wake and make no system call. As in the in-process
+//!   Condvar (`src/raw/condvar.rs`), each count is taken back once, by the waker or the waiter,
+//!   so `sleepers` never counts fewer than the waiters owed a wake.
 //!
 //! ## Deaths
 //!
 //! Nothing here is owned, so no death strands a sleeper: a dead notifier notified or did not
-//! (above), and a dead waiter leaves only `sleepers` one too high, which costs every later
-//! notify its wake system call (it wakes nobody more). The mutex is robust: a waiter that
+//! (above), and a dead waiter, or a notifier that dies between its wake and taking the woken
+//! counts back, leaves only `sleepers` too high, which costs every later notify its wake
+//! system call (it wakes nobody more). The mutex is robust: a waiter that
 //! relocks after its holder died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so
 //! waiting while holding it inconsistent (after `OwnerDied`, before `mark_consistent`) makes
 //! it not recoverable, as pthread's does.
@@ -115,6 +120,8 @@ impl RawSharedCondvar {
             crate::spin::notified(0);
         } else if let Ok(woken) = self.seq.update_and_wake(WakeOpKind::Add, 1, n) {
             // One kernel call added 1 and woke: a notifier that dies in it did both or neither.
+            // The woken stop counting now: they do not take their counts back themselves.
+            self.sleepers.fetch_sub(woken as u32, Ordering::Relaxed);
             crate::spin::notified(woken);
         }
     }
@@ -144,15 +151,19 @@ impl RawSharedCondvar {
         let seq = self.seq.load(Ordering::Relaxed);
         // SAFETY: the caller holds the lock and keeps the memory mapped.
         unsafe { mutex.unlock() };
-        let timed_out =
+        // Woken (spuriously or not), or not: `seq` changed before the sleep, or the deadline
+        // passed. Either way this wait is over (callers re-check their condition).
+        let slept =
             if crate::spin::spin_for_notify(deadline, || self.seq.load(Ordering::Relaxed) != seq) {
-                false
+                None
             } else {
-                // Woken, spuriously or not, or `seq` changed before the sleep: either way this
-                // wait is over (callers re-check their condition).
-                self.seq.wait(seq, deadline) == Err(Error::TimedOut)
+                Some(self.seq.wait(seq, deadline))
             };
-        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        if slept != Some(Ok(())) {
+            // Not woken: no notify took this count back.
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        }
+        let timed_out = slept == Some(Err(Error::TimedOut));
         let relocked = match deadline {
             None => mutex.lock(),
             Some(deadline) => mutex.try_lock_until(deadline),
