@@ -15,6 +15,11 @@ fn us(d: Duration) -> String {
     format!("{:.0} us", d.as_secs_f64() * 1e6)
 }
 
+/// Each side's total of per-thread rates.
+fn sums((writes, reads): (Vec<f64>, Vec<f64>)) -> (f64, f64) {
+    (writes.iter().sum(), reads.iter().sum())
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let (rounds, duration) = if quick {
@@ -84,9 +89,17 @@ fn main() {
                 |b| {
                     on(
                         b,
-                        || writers_among_readers::<Futexkit>(writers, readers, duration),
-                        || writers_among_readers::<Std>(writers, readers, duration),
-                        || writers_among_readers::<ParkingLot>(writers, readers, duration),
+                        || {
+                            sums(writers_among_readers::<Futexkit>(
+                                writers, readers, duration,
+                            ))
+                        },
+                        || sums(writers_among_readers::<Std>(writers, readers, duration)),
+                        || {
+                            sums(writers_among_readers::<ParkingLot>(
+                                writers, readers, duration,
+                            ))
+                        },
                     )
                 },
             );

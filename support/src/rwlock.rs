@@ -34,16 +34,16 @@ pub fn mixed<B: Locks>(threads: usize, write_per_mille: u32, duration: Duration)
     rates.iter().sum()
 }
 
-/// Write and read throughput (millions of lock operations per second, each side's own) with
-/// `writers` threads writing in a loop and `readers` threads reading in a loop, one unit of
-/// work under each lock (a writer updates a slot, a reader sums the table): a protocol that
-/// starves one side shows it here.
+/// Each thread's throughput (millions of lock operations per second, writers' then readers')
+/// with `writers` threads writing in a loop and `readers` threads reading in a loop, one unit
+/// of work under each lock (a writer updates a slot, a reader sums the table): a protocol that
+/// starves one side, or some threads of a side, shows it here.
 pub fn writers_among_readers<B: Locks>(
     writers: usize,
     readers: usize,
     duration: Duration,
-) -> (f64, f64) {
-    let rates = operation_rates::<B, _>(writers + readers, duration, |t| {
+) -> (Vec<f64>, Vec<f64>) {
+    let mut rates = operation_rates::<B, _>(writers + readers, duration, |t| {
         let mut slot = 0;
         move |lock: &B::RwLock<Table>| {
             if t < writers {
@@ -55,7 +55,8 @@ pub fn writers_among_readers<B: Locks>(
             }
         }
     });
-    (rates[..writers].iter().sum(), rates[writers..].iter().sum())
+    let reads = rates.split_off(writers);
+    (rates, reads)
 }
 
 /// The data behind the lock.
