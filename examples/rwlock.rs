@@ -15,9 +15,37 @@ fn us(d: Duration) -> String {
     format!("{:.0} us", d.as_secs_f64() * 1e6)
 }
 
-/// Each side's total of per-thread rates.
-fn sums((writes, reads): (Vec<f64>, Vec<f64>)) -> (f64, f64) {
-    (writes.iter().sum(), reads.iter().sum())
+/// One run of writers among readers, as the table shows it: each side's total, and its
+/// slowest thread's rate against the side's average (a side with no threads: 0 and 1).
+#[derive(Clone, Copy)]
+struct Sides {
+    writes: f64,
+    reads: f64,
+    slowest_writer: f64,
+    slowest_reader: f64,
+}
+
+fn sides((writes, reads): (Vec<f64>, Vec<f64>)) -> Sides {
+    let total = |v: &[f64]| v.iter().sum::<f64>();
+    let slowest = |v: &[f64]| {
+        let average = total(v) / v.len().max(1) as f64;
+        v.iter().copied().fold(f64::INFINITY, f64::min).min(average)
+            / average.max(f64::MIN_POSITIVE)
+    };
+    Sides {
+        writes: total(&writes),
+        reads: total(&reads),
+        slowest_writer: if writes.is_empty() {
+            1.0
+        } else {
+            slowest(&writes)
+        },
+        slowest_reader: if reads.is_empty() {
+            1.0
+        } else {
+            slowest(&reads)
+        },
+    }
 }
 
 fn main() {
@@ -77,57 +105,70 @@ fn main() {
     }
 
     println!(
-        "\nWriters among readers: write and read throughput, million operations per second (median round by write throughput)"
+        "\nWriters among readers: write and read throughput, million operations per second (median round by write throughput); slowest: the slowest thread's rate over its side's average"
     );
-    println!("| writers | readers | writes fk | writes std | writes pl | reads fk | reads std | reads pl | writes fk / best | reads fk / best |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| writers | readers | writes fk | writes std | writes pl | reads fk | reads std | reads pl | writes fk / best | reads fk / best | total fk / best | slowest writer fk / std / pl | slowest reader fk / std / pl |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for writers in [1, 4] {
         for readers in [0, 4, 16] {
             let r = interleaved(
                 rounds,
-                |a: &(f64, f64), b| a.0.total_cmp(&b.0),
+                |a: &Sides, b| a.writes.total_cmp(&b.writes),
                 |b| {
                     on(
                         b,
                         || {
-                            sums(writers_among_readers::<Futexkit>(
+                            sides(writers_among_readers::<Futexkit>(
                                 writers, readers, duration,
                             ))
                         },
-                        || sums(writers_among_readers::<Std>(writers, readers, duration)),
+                        || sides(writers_among_readers::<Std>(writers, readers, duration)),
                         || {
-                            sums(writers_among_readers::<ParkingLot>(
+                            sides(writers_among_readers::<ParkingLot>(
                                 writers, readers, duration,
                             ))
                         },
                     )
                 },
             );
-            let reads = if readers == 0 {
-                [
+            let per_side = |f: fn(&Sides) -> f64| r.map(|s| f(&s));
+            let [writes, reads, totals] = [
+                per_side(|s| s.writes),
+                per_side(|s| s.reads),
+                per_side(|s| s.writes + s.reads),
+            ];
+            let slowest = |f: fn(&Sides) -> f64| {
+                r.iter()
+                    .map(|s| format!("{:.2}", f(s)))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            let (reads_shown, read_ratio, slowest_readers) = if readers == 0 {
+                (
+                    ["-".to_string(), "-".to_string(), "-".to_string()],
                     "-".to_string(),
                     "-".to_string(),
-                    "-".to_string(),
-                    "-".to_string(),
-                ]
+                )
             } else {
-                [
-                    format!("{:.2}", r[0].1),
-                    format!("{:.2}", r[1].1),
-                    format!("{:.2}", r[2].1),
-                    format!("{:.2}", ratio_to_best([r[0].1, r[1].1, r[2].1])),
-                ]
+                (
+                    reads.map(|x| format!("{x:.2}")),
+                    format!("{:.2}", ratio_to_best(reads)),
+                    slowest(|s| s.slowest_reader),
+                )
             };
             println!(
-                "| {writers} | {readers} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {:.2} | {} |",
-                r[0].0,
-                r[1].0,
-                r[2].0,
-                reads[0],
-                reads[1],
-                reads[2],
-                ratio_to_best([r[0].0, r[1].0, r[2].0]),
-                reads[3]
+                "| {writers} | {readers} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {:.2} | {} | {:.2} | {} | {} |",
+                writes[0],
+                writes[1],
+                writes[2],
+                reads_shown[0],
+                reads_shown[1],
+                reads_shown[2],
+                ratio_to_best(writes),
+                read_ratio,
+                ratio_to_best(totals),
+                slowest(|s| s.slowest_writer),
+                slowest_readers,
             );
         }
     }
