@@ -8,7 +8,7 @@
 //! | field             | bits | meaning | set by | cleared by |
 //! |-------------------|------|---------|--------|------------|
 //! | `WRITERS_WAITING` | 0    | writers (or the upgrader) sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer or upgrader about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer or upgrader giving up (which wakes every sleeper with it) |
-//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | a write unlock or downgrade that wakes every reader (a read unlock that does leaves it, stale) |
+//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | a write unlock or downgrade that wakes every reader; the upgradable read leaving (released, or downgraded to a plain read) while no writer waits, which wakes every reader too (a read unlock that wakes them otherwise leaves it, stale) |
 //! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock that woke untimed readers while writers wait (a fair one: while readers wait); a downgrade while readers and writers wait | the read unlock that leaves no reader; an upgrade |
 //! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
 //! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
@@ -57,7 +57,8 @@
 //!    reader is a reader in the count, so writers wait for it as for any reader; `UPGRADABLE`
 //!    keeps out a second one, which sleeps as a reader does (`READERS_WAITING`, bitsets of its
 //!    own) and is woken with every reader, or by the release of `UPGRADABLE` if no writer
-//!    waits. (With writers waiting it could come in only through a read phase, which admits
+//!    waits (which clears `READERS_WAITING` and wakes every reader, so that the next release
+//!    of the upgradable read does not wake again, finding nobody). (With writers waiting it could come in only through a read phase, which admits
 //!    only readers that slept when it opened: it waits for the readers' turn of invariant 4,
 //!    else upgradable readers passing the upgradable read on would hold a phase open for
 //!    ever.) An upgrade waits
@@ -93,9 +94,9 @@
 //!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
 //!   latest).
 //! * **upgradable read**: as a read, and only while `UPGRADABLE` is clear, which it sets.
-//!   Its unlock is a read unlock that clears `UPGRADABLE` and wakes the upgradable readers
-//!   if readers wait and no writer does; so is its downgrade to a plain read, without the
-//!   unlock.
+//!   Its unlock is a read unlock that clears `UPGRADABLE` and, if readers wait and no writer
+//!   does, `READERS_WAITING` in the same CAS, then wakes every reader; so is its downgrade to a
+//!   plain read, without the unlock.
 //! * **upgrade**: one CAS to `WRITE_LOCKED` if the count is one. Else spin while nobody
 //!   waits; then set `WRITERS_WAITING | UPGRADING` and sleep (invariant 6). A timed upgrade
 //!   that gives up clears both and wakes every sleeper, as a timed writer does.
@@ -169,6 +170,19 @@ fn write_lockable(state: u32) -> bool {
 /// for the wake that comes with the writers' turn (invariant 6).
 fn upgradable_readers_may_come(before: u32) -> bool {
     before & (READERS_WAITING | WRITERS_WAITING) == READERS_WAITING
+}
+
+/// The word after `leaving` (a read lock of kind `held`, or `UPGRADABLE` alone for a downgrade
+/// to a plain read) leaves `state`. When the upgradable read leaves while upgradable readers may
+/// come, the leaver wakes every reader, so it clears `READERS_WAITING` in the same step
+/// (invariant 1): left set, the bit would make every later release of the upgradable read wake
+/// again, finding nobody.
+fn without(state: u32, leaving: u32) -> u32 {
+    if leaving & UPGRADABLE != 0 && upgradable_readers_may_come(state) {
+        (state - leaving) & !READERS_WAITING
+    } else {
+        state - leaving
+    }
 }
 
 /// How the deadlock checks name a read lock of kind `held`.
@@ -487,13 +501,32 @@ impl RawRwLock {
         self.release_read(UPGRADABLE_READ);
     }
 
+    /// Replaces the word by `next` of it, starting from `state` (a recent load of it), and
+    /// returns the word replaced; `success` orders the replacing write.
+    fn update(&self, mut state: u32, success: Ordering, next: impl Fn(u32) -> u32) -> u32 {
+        loop {
+            match self
+                .state
+                .compare_exchange_weak(state, next(state), success, Ordering::Relaxed)
+            {
+                Ok(_) => return state,
+                Err(now) => state = now,
+            }
+        }
+    }
+
     /// Releases a read lock of kind `held`, which the caller holds.
     #[inline]
     fn release_read(&self, held: u32) {
         // No read phase can open while this thread holds a read lock (only a writer's unlock
         // or downgrade opens one), so if none is open now, none is when the subtraction lands.
-        if self.state.load(Ordering::Relaxed) & (READ_PHASE | WRITERS_WAITING) == 0 {
-            let before = self.state.fetch_sub(held, Ordering::Release);
+        let state = self.state.load(Ordering::Relaxed);
+        if state & (READ_PHASE | WRITERS_WAITING) == 0 {
+            let before = if held & UPGRADABLE == 0 {
+                self.state.fetch_sub(held, Ordering::Release)
+            } else {
+                self.update(state, Ordering::Release, |now| without(now, held))
+            };
             // Bits set meanwhile, or the upgradable read leaving with readers waiting.
             let wake_if = WRITERS_WAITING
                 | UPGRADING
@@ -526,7 +559,8 @@ impl RawRwLock {
             let _ = Futex::wake_bitset_at(addr, 1, UPGRADER);
         }
         if held & UPGRADABLE != 0 && upgradable_readers_may_come(before) {
-            let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, UPGRADABLE_READER);
+            // `without` cleared READERS_WAITING: wake every reader (invariant 1).
+            let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, ANY_READER);
         }
     }
 
@@ -549,7 +583,7 @@ impl RawRwLock {
             // finds it and sleeps again, and this is an unlock like any other.
             let handing = last && woke_writer && state & WRITERS_WAITING != 0;
             let next = if !last {
-                state - held
+                without(state, held)
             } else if handing {
                 (state - held) & !READ_PHASE
             } else {
@@ -738,10 +772,12 @@ impl RawRwLock {
     /// lock.
     pub unsafe fn downgrade_upgradable(&self) {
         crate::deadlock::weaken(|| self.checked(), Mode::UpgradableRead, Mode::Read);
-        let before = self.state.fetch_and(!UPGRADABLE, Ordering::Release);
+        let state = self.state.load(Ordering::Relaxed);
+        let before = self.update(state, Ordering::Release, |now| without(now, UPGRADABLE));
         if upgradable_readers_may_come(before) {
-            // This thread holds a read lock: the word is alive.
-            let _ = self.state.wake_bitset(i32::MAX as u32, UPGRADABLE_READER);
+            // `without` cleared READERS_WAITING: wake every reader (invariant 1). This thread
+            // holds a read lock: the word is alive.
+            let _ = self.state.wake_bitset(i32::MAX as u32, ANY_READER);
         }
     }
 
