@@ -39,18 +39,17 @@
 //!    the bit and wakes a writer that may have begun to sleep since, or the readers. A write
 //!    unlock does not keep the lock for the next writer: it clears the bit and wakes one, and
 //!    readers that arrive first take the lock, after which the writer waits only for them.
-//! 4. **Readers do not starve.** A write unlock that finds readers and writers waiting opens a
-//!    read phase, rather than waking a writer, when the fairness policy says so (one such
-//!    unlock in `HAND_OFF_PERIOD` of a thread, `src/fairness.rs`), and no writer takes the lock
-//!    in a read phase; so a reader waits for a bounded number of writers. The unlock wakes the
+//! 4. **Readers do not starve.** A write unlock that the fairness policy makes fair (one
+//!    contended write unlock in `HAND_OFF_PERIOD` of a thread, `src/fairness.rs`), like every
+//!    `write_unlock_fair`, opens a read phase if readers wait, and no writer takes the lock in a
+//!    read phase; so a reader waits for a bounded number of writers. The unlock wakes the
 //!    untimed readers, plain and upgradable, *before* it opens the phase, while it still holds
 //!    the lock, and opens it only if it woke one: that reader never gives up, so it takes the
 //!    lock in the phase (or finds the upgradable read taken by a reader in the phase, or
 //!    upgraded, which closes the phase: then it waits for that one writer), and the read
 //!    unlock that leaves no reader closes it. (If it looked before the phase opened and slept
 //!    again, the unlock's second wake or the changed word sends it back.) Timed readers are not
-//!    counted on: their bitsets are not in the first wake. A fair write unlock
-//!    (`write_unlock_fair`) opens a phase whenever readers wait, writers or not, the same way.
+//!    counted on: their bitsets are not in the first wake.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
 //! 6. **One upgradable reader, and its upgrade neither deadlocks nor starves.** The upgradable
@@ -86,10 +85,10 @@
 //!   read phase is open; spin while nobody waits; then set `WRITERS_WAITING` and sleep.
 //! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
 //!   the last reader out closes the phase and hands to a writer (invariant 3).
-//! * **write unlock**: one CAS to 0, unless threads wait: open a read phase (invariant 4) if
-//!   readers and writers wait and the fairness policy says so (if readers wait, for a fair
-//!   unlock); else, for a fair unlock, hand the lock to a writer (invariant 7); else wake one
-//!   writer if writers wait; else every reader.
+//! * **write unlock**: one CAS to 0, unless threads wait. A fair unlock (`write_unlock_fair`,
+//!   or a plain one the fairness policy makes fair) opens a read phase if readers wait
+//!   (invariant 4), else hands the lock to a writer (invariant 7); any other wakes one writer
+//!   if writers wait, else every reader.
 //! * **downgrade**: the writer becomes a reader (or the upgradable reader) and wakes the
 //!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
 //!   latest).
@@ -630,7 +629,7 @@ impl RawRwLock {
     pub unsafe fn write_unlock(&self) {
         crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if !self.release_write_uncontended() {
-            self.write_unlock_contended(false);
+            self.write_unlock_contended(crate::fairness::hand_off_now());
         }
     }
 
@@ -656,18 +655,13 @@ impl RawRwLock {
         }
     }
 
-    /// The slow path of a write unlock: threads wait. Opens a read phase if readers wait and
-    /// either `fair` or writers wait too and the fairness policy says so; else wakes one writer
-    /// if writers wait; else every reader.
+    /// The slow path of a write unlock: threads wait. If `fair`, opens a read phase if readers
+    /// wait, else hands the lock to a writer; else wakes one writer if writers wait, else every
+    /// reader.
     #[cold]
     fn write_unlock_contended(&self, fair: bool) {
-        let both = READERS_WAITING | WRITERS_WAITING;
         let mut state = self.state.load(Ordering::Relaxed);
-        let phase_wanted = if fair {
-            state & READERS_WAITING != 0
-        } else {
-            state & both == both && crate::fairness::hand_off_now()
-        };
+        let phase_wanted = fair && state & READERS_WAITING != 0;
         // Invariant 4: wake the untimed readers before opening a phase, while still holding.
         let to_readers = phase_wanted
             && self
