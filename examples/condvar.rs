@@ -1,10 +1,13 @@
 //! Condvar workloads, futexkit vs std vs parking_lot, interleaved in one run: Mutex + Condvar
-//! ping-pong, `notify_all` to N sleeping waiters, and a bounded queue.
+//! ping-pong, `notify_all` to N sleeping waiters, and a bounded queue (with the context
+//! switches each item cost).
 //! `cargo run --release --example condvar [-- --quick]`.
 
 use std::time::Duration;
 
-use futexkit_support::condvar::{bounded_queue, broadcast, ping_pong, Futexkit, ParkingLot, Std};
+use futexkit_support::condvar::{
+    bounded_queue, broadcast, ping_pong, voluntary_switches, Futexkit, ParkingLot, Std,
+};
 use futexkit_support::report::{interleaved, on, ratio_to_best, time_ratio_to_best};
 
 fn us(d: Duration) -> String {
@@ -70,25 +73,34 @@ fn main() {
     }
 
     let items = if quick { 20_000 } else { 200_000 };
-    println!("\nbounded queue (capacity 16), N producers + N consumers, {items} items: million items per second");
-    println!("| N | futexkit | std | parking_lot | futexkit / best |");
-    println!("|---|---|---|---|---|");
+    println!("\nbounded queue (capacity 16), N producers + N consumers, {items} items: million items per second; voluntary context switches per item");
+    println!("| N | futexkit | std | parking_lot | futexkit / best | switches fk / std / pl |");
+    println!("|---|---|---|---|---|---|");
     for pairs in [1, 4, 16] {
-        let r = interleaved(rounds, f64::total_cmp, |b| {
-            let t = on(
-                b,
-                || bounded_queue::<Futexkit>(pairs, items, 16),
-                || bounded_queue::<Std>(pairs, items, 16),
-                || bounded_queue::<ParkingLot>(pairs, items, 16),
-            );
-            items as f64 / t.as_secs_f64() / 1e6
-        });
+        let r = interleaved(
+            rounds,
+            |a: &(f64, f64), b| a.0.total_cmp(&b.0),
+            |b| {
+                let switches = voluntary_switches();
+                let t = on(
+                    b,
+                    || bounded_queue::<Futexkit>(pairs, items, 16),
+                    || bounded_queue::<Std>(pairs, items, 16),
+                    || bounded_queue::<ParkingLot>(pairs, items, 16),
+                );
+                let per_item = (voluntary_switches() - switches) as f64 / items as f64;
+                (items as f64 / t.as_secs_f64() / 1e6, per_item)
+            },
+        );
         println!(
-            "| {pairs} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            r[0],
-            r[1],
-            r[2],
-            ratio_to_best(r)
+            "| {pairs} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} / {:.2} |",
+            r[0].0,
+            r[1].0,
+            r[2].0,
+            ratio_to_best(r.map(|x| x.0)),
+            r[0].1,
+            r[1].1,
+            r[2].1
         );
     }
 }

@@ -12,7 +12,7 @@ use condvar::{hackbench, Futexkit, ParkingLot, Std};
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let loops = if quick { 10 } else { 50 };
-    let runs = if quick { 1 } else { 3 };
+    let runs = if quick { 1 } else { 7 };
     println!("{}", futexkit::capabilities());
     println!(
         "\nhackbench-style: each of 20 senders sends {loops} messages to each of 20 receivers per group; total time, median of {runs}"
