@@ -53,7 +53,7 @@
 //!   8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; it forgets what it learned when
 //!   its thread was preempted or a sleep was shorter than the spin before it (the spin kept the
 //!   partner from running). At most `max_spinners` threads spin on one primitive. A FlipCall
-//!   waiter on the CPU its partner last handed over from does not spin
+//!   or Parker waiter on the CPU its partner last handed over from does not spin
 //!   (`partner_may_be_running`).
 //! * **Nothing feeds on itself.** Lock and notify budgets are fixed and a probe is capped; a
 //!   hand-off's budget follows its waits, and a spin that delays its partner resets it.
@@ -548,14 +548,21 @@ pub(crate) const NO_CPU: u32 = u32::MAX;
 /// alone: a model's executions must not depend on where its threads really run.
 pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
     use crate::atomic::Ordering::Relaxed;
-    if MODEL_CHECKED {
-        return NO_CPU;
-    }
-    let cpu = crate::futex::sys::thread::current_cpu();
-    if word.load(Relaxed) != cpu {
+    let cpu = hand_off_cpu();
+    if cpu != NO_CPU && word.load(Relaxed) != cpu {
         word.store(cpu, Relaxed);
     }
     cpu
+}
+
+/// The CPU this thread runs on, as the hand-off rule compares it ([`partner_may_be_running`]):
+/// [`NO_CPU`] under a model checker.
+pub(crate) fn hand_off_cpu() -> u32 {
+    if MODEL_CHECKED {
+        NO_CPU
+    } else {
+        crate::futex::sys::thread::current_cpu()
+    }
 }
 
 /// Whether a hand-off's waiter, which last handed the turn over from `my_cpu`, should spin

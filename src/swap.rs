@@ -34,9 +34,9 @@
 
 use std::time::Instant;
 
-use crate::atomic::Ordering;
+use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::{Capability, Deadline, Error, Futex, Private, Scope, Shared};
-use crate::spin::Spinner;
+use crate::spin::{Spinner, NO_CPU};
 
 /// How [`swap`] hands control to the partner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -200,6 +200,11 @@ const PARKED: u32 = 2;
 pub struct Parker<S: Scope = Private> {
     state: Futex<S>,
     spinner: Spinner,
+    /// The CPU the thread that last handed this parker a token ran on then (`NO_CPU` if none
+    /// is known): the owner does not spin for a token while it runs on that very CPU
+    /// (`spin::partner_may_be_running`). It only decides whether to spin, so any value a peer
+    /// process writes is harmless.
+    token_from_cpu: AtomicU32,
 }
 
 impl Parker<Private> {
@@ -209,6 +214,7 @@ impl Parker<Private> {
             Parker {
                 state: Futex::new(EMPTY),
                 spinner: Spinner::new(),
+                token_from_cpu: AtomicU32::new(NO_CPU),
             }
         }
     }
@@ -227,6 +233,7 @@ impl Parker<Shared> {
             Parker {
                 state: Futex::shared(EMPTY),
                 spinner: Spinner::new(),
+                token_from_cpu: AtomicU32::new(NO_CPU),
             }
         }
     }
@@ -236,6 +243,7 @@ impl<S: Scope> Parker<S> {
     /// Hands a token to the owner, waking it if it sleeps. Never blocks.
     #[inline]
     pub fn unpark(&self) {
+        crate::spin::record_hand_over_cpu(&self.token_from_cpu);
         if self.state.swap(NOTIFIED, Ordering::Release) == PARKED {
             self.wake_owner();
         }
@@ -249,14 +257,7 @@ impl<S: Scope> Parker<S> {
     /// value no parker writes (corrupted shared memory).
     #[inline]
     pub fn park(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        if self
-            .state
-            .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            return Ok(());
-        }
-        self.park_slow(deadline)
+        self.park_on(deadline, crate::spin::hand_off_cpu())
     }
 
     /// Hands a token to `partner` and waits for one back: the wake syscall is made only if the
@@ -267,10 +268,24 @@ impl<S: Scope> Parker<S> {
     /// As [`park`](Parker::park).
     #[inline]
     pub fn swap_to(&self, partner: &Parker<S>, deadline: Option<Deadline>) -> Result<(), Error> {
+        let my_cpu = crate::spin::record_hand_over_cpu(&partner.token_from_cpu);
         if partner.state.swap(NOTIFIED, Ordering::Release) == PARKED {
-            return self.swap_to_sleeping(partner, deadline);
+            return self.swap_to_sleeping(partner, deadline, my_cpu);
         }
-        self.park(deadline)
+        self.park_on(deadline, my_cpu)
+    }
+
+    /// [`park`](Parker::park) by a thread on `my_cpu` (as `spin::hand_off_cpu` gives it).
+    #[inline]
+    fn park_on(&self, deadline: Option<Deadline>, my_cpu: u32) -> Result<(), Error> {
+        if self
+            .state
+            .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Ok(());
+        }
+        self.park_slow(deadline, my_cpu)
     }
 
     #[cold]
@@ -278,6 +293,7 @@ impl<S: Scope> Parker<S> {
         &self,
         partner: &Parker<S>,
         deadline: Option<Deadline>,
+        my_cpu: u32,
     ) -> Result<(), Error> {
         if mode() == SwapMode::Kernel
             && self
@@ -287,10 +303,10 @@ impl<S: Scope> Parker<S> {
         {
             let start = Instant::now();
             let first = kernel_swap(&self.state, PARKED, &partner.state, deadline);
-            return self.sleep_parked(start, Some(first), deadline);
+            return self.sleep_parked(start, Some(first), deadline, true);
         }
         partner.wake_owner();
-        self.park(deadline)
+        self.park_on(deadline, my_cpu)
     }
 
     #[cold]
@@ -298,11 +314,16 @@ impl<S: Scope> Parker<S> {
         let _ = Futex::wake_at(self.state.as_ptr(), 1);
     }
 
+    /// The wait for a token of a thread on `my_cpu`: a spin, unless the token's giver last
+    /// handed one over from this very CPU (then it waits for the CPU a spin would keep), then a
+    /// sleep.
     #[cold]
-    fn park_slow(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        if self
-            .spinner
-            .spin_until_before(deadline, || self.state.load(Ordering::Relaxed) == NOTIFIED)
+    fn park_slow(&self, deadline: Option<Deadline>, my_cpu: u32) -> Result<(), Error> {
+        let spun = crate::spin::partner_may_be_running(&self.token_from_cpu, my_cpu);
+        if spun
+            && self
+                .spinner
+                .spin_until_before(deadline, || self.state.load(Ordering::Relaxed) == NOTIFIED)
         {
             return self.consume();
         }
@@ -311,19 +332,22 @@ impl<S: Scope> Parker<S> {
             .state
             .compare_exchange(EMPTY, PARKED, Ordering::Acquire, Ordering::Acquire)
         {
-            Ok(_) => self.sleep_parked(start, None, deadline),
+            Ok(_) => self.sleep_parked(start, None, deadline, spun),
             Err(NOTIFIED) => self.consume(),
             Err(_) => Err(Error::InvalidArgument),
         }
     }
 
     /// The owner has set PARKED: sleep until a token arrives or the deadline passes. `first` is
-    /// the outcome of a sleep already made (the kernel swap).
+    /// the outcome of a sleep already made (the kernel swap). The sleep teaches the spinner
+    /// only if a spin could have caught it (`teach`): one skipped for the CPU says nothing of
+    /// how long spinning would take.
     fn sleep_parked(
         &self,
         start: Instant,
         mut first: Option<Result<(), Error>>,
         deadline: Option<Deadline>,
+        teach: bool,
     ) -> Result<(), Error> {
         loop {
             let slept = match first.take() {
@@ -332,7 +356,9 @@ impl<S: Scope> Parker<S> {
             };
             match self.state.load(Ordering::Acquire) {
                 NOTIFIED => {
-                    self.spinner.record_sleep(start.elapsed());
+                    if teach {
+                        self.spinner.record_sleep(start.elapsed());
+                    }
                     return self.consume();
                 }
                 PARKED => {}
@@ -346,7 +372,9 @@ impl<S: Scope> Parker<S> {
                     Ordering::Acquire,
                 ) {
                     Ok(_) => {
-                        self.spinner.record_timeout(start.elapsed());
+                        if teach {
+                            self.spinner.record_timeout(start.elapsed());
+                        }
                         Err(Error::TimedOut)
                     }
                     Err(NOTIFIED) => self.consume(),

@@ -32,6 +32,7 @@ pub enum Mechanism {
     SwapEmulated,
     SwapKernel,
     Parker,
+    ParkerOneCpu,
     SpinOnly,
     FutexkitMutexCondvar,
     StdMutexCondvar,
@@ -41,12 +42,13 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 11] = [
+    pub const ALL: [Mechanism; 12] = [
         Mechanism::FutexWakeWait,
         Mechanism::FutexWakeWaitOneCpu,
         Mechanism::SwapEmulated,
         Mechanism::SwapKernel,
         Mechanism::Parker,
+        Mechanism::ParkerOneCpu,
         Mechanism::SpinOnly,
         Mechanism::FutexkitMutexCondvar,
         Mechanism::StdMutexCondvar,
@@ -62,6 +64,7 @@ impl Mechanism {
             Mechanism::SwapEmulated => "futexkit swap (emulated)",
             Mechanism::SwapKernel => "futexkit swap (kernel)",
             Mechanism::Parker => "futexkit Parker::swap_to",
+            Mechanism::ParkerOneCpu => "futexkit Parker::swap_to, one CPU",
             Mechanism::SpinOnly => "spin only (floor)",
             Mechanism::FutexkitMutexCondvar => "futexkit Mutex+Condvar",
             Mechanism::StdMutexCondvar => "std Mutex+Condvar",
@@ -79,6 +82,7 @@ impl Mechanism {
             Mechanism::SwapEmulated => "swap_emulated",
             Mechanism::SwapKernel => "swap_kernel",
             Mechanism::Parker => "parker_swap_to",
+            Mechanism::ParkerOneCpu => "parker_swap_to_one_cpu",
             Mechanism::SpinOnly => "spin_only",
             Mechanism::FutexkitMutexCondvar => "futexkit_mutex_condvar",
             Mechanism::StdMutexCondvar => "std_mutex_condvar",
@@ -111,7 +115,7 @@ impl Mechanism {
                 turn: Futex::new(0),
                 mode: SwapMode::Kernel,
             }),
-            Mechanism::Parker => Arc::new(ParkerTurns::default()),
+            Mechanism::Parker | Mechanism::ParkerOneCpu => Arc::new(ParkerTurns::default()),
             Mechanism::SpinOnly => Arc::new(SpinTurns::default()),
             Mechanism::FutexkitMutexCondvar => Arc::new(FutexkitTurns::default()),
             Mechanism::StdMutexCondvar => Arc::new(StdTurns::default()),
@@ -124,8 +128,16 @@ impl Mechanism {
 
 /// Times `round_trips` round trips of `mechanism` (side 0 measured, side 1 on a second thread).
 pub fn measure(mechanism: Mechanism, round_trips: u64) -> Duration {
+    let pin = matches!(
+        mechanism,
+        Mechanism::FutexWakeWaitOneCpu | Mechanism::ParkerOneCpu
+    );
+    if pin && mechanism != Mechanism::FutexWakeWaitOneCpu {
+        // The spin policy counts the CPUs at a process's first spin: let that happen unpinned,
+        // as in a process whose two threads merely land on one CPU.
+        measure(Mechanism::Parker, 2);
+    }
     let turns = mechanism.build();
-    let pin = mechanism == Mechanism::FutexWakeWaitOneCpu;
     let cpu = if pin { Some(first_usable_cpu()) } else { None };
     let partner = {
         let turns = Arc::clone(&turns);
