@@ -548,8 +548,11 @@ pub(crate) const NO_CPU: u32 = u32::MAX;
 /// alone: a model's executions must not depend on where its threads really run.
 pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
     use crate::atomic::Ordering::Relaxed;
+    if MODEL_CHECKED {
+        return NO_CPU;
+    }
     let cpu = hand_off_cpu();
-    if cpu != NO_CPU && word.load(Relaxed) != cpu {
+    if word.load(Relaxed) != cpu {
         word.store(cpu, Relaxed);
     }
     cpu

@@ -257,7 +257,10 @@ impl<S: Scope> Parker<S> {
     /// value no parker writes (corrupted shared memory).
     #[inline]
     pub fn park(&self, deadline: Option<Deadline>) -> Result<(), Error> {
-        self.park_on(deadline, crate::spin::hand_off_cpu())
+        if self.take_token() {
+            return Ok(());
+        }
+        self.park_slow(deadline, crate::spin::hand_off_cpu())
     }
 
     /// Hands a token to `partner` and waits for one back: the wake syscall is made only if the
@@ -278,14 +281,18 @@ impl<S: Scope> Parker<S> {
     /// [`park`](Parker::park) by a thread on `my_cpu` (as `spin::hand_off_cpu` gives it).
     #[inline]
     fn park_on(&self, deadline: Option<Deadline>, my_cpu: u32) -> Result<(), Error> {
-        if self
-            .state
-            .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
+        if self.take_token() {
             return Ok(());
         }
         self.park_slow(deadline, my_cpu)
+    }
+
+    /// Consumes a waiting token, if there is one; returns whether it did.
+    #[inline]
+    fn take_token(&self) -> bool {
+        self.state
+            .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
     }
 
     #[cold]
@@ -340,8 +347,9 @@ impl<S: Scope> Parker<S> {
 
     /// The owner has set PARKED: sleep until a token arrives or the deadline passes. `first` is
     /// the outcome of a sleep already made (the kernel swap). The sleep teaches the spinner
-    /// only if a spin could have caught it (`teach`): one skipped for the CPU says nothing of
-    /// how long spinning would take.
+    /// (`teach`) unless the spin before it was skipped because the token's giver was on this
+    /// CPU: such a sleep is as long as the giver's wait for this CPU, not how long a spin would
+    /// have had to last.
     fn sleep_parked(
         &self,
         start: Instant,

@@ -15,11 +15,11 @@
 //!
 //! * **wait**: read `seq` while still holding the mutex, unlock, add to `sleepers`, sleep on
 //!   `seq` while it holds the value read, take its count back unless a wake ended the sleep,
-//!   and relock. A notify that comes after
-//!   the unlock (the only ones a waiter is owed: the notifier changed the condition under the
-//!   mutex after this waiter released it) changes `seq` after it was read, so the sleep returns
-//!   at once or is woken. Only equality is compared: a waiter would have to sleep through
-//!   exactly 2^32 notifies to miss one, each of which wakes it.
+//!   and relock. A notify that comes after the unlock (the only ones a waiter is owed: the
+//!   notifier changed the condition under the mutex after this waiter released it) changes
+//!   `seq` after it was read, so the sleep returns at once or is woken. Only equality is
+//!   compared: a waiter would have to sleep through exactly 2^32 notifies to miss one, each of
+//!   which wakes it.
 //! * **notify**: add 1 to `seq`, then wake one (`notify_one`) or all (`notify_all`) sleepers,
 //!   making the wake syscall only if `sleepers` is not 0. The notifier reads `sleepers` with a
 //!   read-modify-write (adding 0), as the waiter writes it with one (adding 1), both
@@ -28,15 +28,15 @@
 //!   waiter's comes second, it synchronizes with the notifier's, so the notifier's earlier add
 //!   to `seq` happens before the waiter's sleep compares `seq` (in the kernel), which then
 //!   sees the new value and does not sleep. Either way the waiter is not lost.
-//! * **Each count is taken back once**: by the notify whose wake woke its waiter (the kernel
-//!   returns how many it woke, and a woken waiter's sleep returns success), or else by the
-//!   waiter, whose sleep returned an error (`seq` had changed, or its deadline passed). So
+//! * **Each count is taken back at most once**: by the notify whose wake woke its waiter (the
+//!   kernel returns how many it woke, and a woken waiter's sleep returns success), or else by
+//!   the waiter, whose sleep returned an error (`seq` had changed, or its deadline passed). So
 //!   `sleepers` never counts fewer than the waiters still owed a wake, and a woken waiter stops
 //!   counting as soon as the wake returns, not a wake-up's latency later when it runs: the
 //!   notifies in between find nobody left to wake and make no syscall. A sleep that some other
 //!   wake of the same address ended (a lock's wake by address after its release, reaching a
-//!   Condvar that reuses the freed memory) leaves its count behind: later notifies then make a
-//!   syscall that may find nobody, which costs time, never a wakeup.
+//!   Condvar that reuses the freed memory) leaves its count behind for good: every later notify
+//!   then makes a syscall that may find nobody, which costs time, never a wakeup.
 //! * `notify_all` wakes every sleeper at once, so that they run as soon as CPUs can take them;
 //!   they then meet on the mutex, whose spin and one-wake-per-unlock keep that orderly.
 //!

@@ -9,7 +9,7 @@
 //! |-------------------|------|---------|--------|------------|
 //! | `WRITERS_WAITING` | 0    | writers (or the upgrader) sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer or upgrader about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer or upgrader giving up (which wakes every sleeper with it) |
 //! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | a write unlock or downgrade that wakes every reader; the upgradable read leaving (released, or downgraded to a plain read) while no writer waits, which wakes every reader too (a read unlock that wakes them otherwise leaves it, stale) |
-//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a write unlock that woke untimed readers while writers wait (a fair one: while readers wait); a downgrade while readers and writers wait | the read unlock that leaves no reader; an upgrade |
+//! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a fair write unlock (`write_unlock_fair`, or a plain one the fairness policy makes fair) that woke untimed readers; a downgrade while readers and writers wait | the read unlock that leaves no reader; an upgrade |
 //! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
 //! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
 //! | `HANDED`          | 5    | with `WRITE_LOCKED`: the write lock is held in trust for a writer woken from a sleep | a fair write unlock that woke an untimed writer | an untimed writer back from a sleep, claiming the lock |
@@ -37,35 +37,36 @@
 //!    timed one gives up only through invariant 2); it wakes once more after its release, by
 //!    address, in case the writer looked too early and slept again. If it woke none, it clears
 //!    the bit and wakes a writer that may have begun to sleep since, or the readers. A write
-//!    unlock does not keep the lock for the next writer: it clears the bit and wakes one, and
-//!    readers that arrive first take the lock, after which the writer waits only for them.
+//!    unlock that is not fair does not keep the lock for the next writer: it clears the bit and
+//!    wakes one, and readers that arrive first take the lock, after which the writer waits only
+//!    for them (a fair one hands off, invariant 7).
 //! 4. **Readers do not starve.** A write unlock that the fairness policy makes fair (one
 //!    contended write unlock in `HAND_OFF_PERIOD` of a thread, `src/fairness.rs`), like every
-//!    `write_unlock_fair`, opens a read phase if readers wait, and no writer takes the lock in a
-//!    read phase; so a reader waits for a bounded number of writers. The unlock wakes the
+//!    `write_unlock_fair`, opens a read phase if readers wait, and no writer takes the lock in
+//!    a read phase; so a reader waits for a bounded number of writers. The unlock wakes the
 //!    untimed readers, plain and upgradable, *before* it opens the phase, while it still holds
 //!    the lock, and opens it only if it woke one: that reader never gives up, so it takes the
 //!    lock in the phase (or finds the upgradable read taken by a reader in the phase, or
-//!    upgraded, which closes the phase: then it waits for that one writer), and the read
-//!    unlock that leaves no reader closes it. (If it looked before the phase opened and slept
-//!    again, the unlock's second wake or the changed word sends it back.) Timed readers are not
+//!    upgraded, which closes the phase: then it waits for that one writer), and the read unlock
+//!    that leaves no reader closes it. (If it looked before the phase opened and slept again,
+//!    the unlock's second wake or the changed word sends it back.) Timed readers are not
 //!    counted on: their bitsets are not in the first wake.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
 //! 6. **One upgradable reader, and its upgrade neither deadlocks nor starves.** The upgradable
 //!    reader is a reader in the count, so writers wait for it as for any reader; `UPGRADABLE`
 //!    keeps out a second one, which sleeps as a reader does (`READERS_WAITING`, bitsets of its
-//!    own) and is woken with every reader, or by the release of `UPGRADABLE` if no writer
-//!    waits (which clears `READERS_WAITING` and wakes every reader, so that the next release
-//!    of the upgradable read does not wake again, finding nobody). (With writers waiting it could come in only through a read phase, which admits
-//!    only readers that slept when it opened: it waits for the readers' turn of invariant 4,
-//!    else upgradable readers passing the upgradable read on would hold a phase open for
-//!    ever.) An upgrade waits
-//!    for the count to fall to one, itself: no writer can take the lock meanwhile (the count
-//!    is not zero), nor can another upgrader. It sets `WRITERS_WAITING` as a writer does, so
-//!    that no new reader comes in but in a read phase, and `UPGRADING`, so that the read unlock
-//!    that leaves it alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it
-//!    is the phase's last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
+//!    own) and is woken with every reader, or by the release of `UPGRADABLE` if no writer waits
+//!    (which clears `READERS_WAITING` and wakes every reader, so that the next release of the
+//!    upgradable read does not wake again, finding nobody). (With writers waiting it could come
+//!    in only through a read phase, which admits only readers that slept when it opened: it
+//!    waits for the readers' turn of invariant 4, else upgradable readers passing the
+//!    upgradable read on would hold a phase open for ever.) An upgrade waits for the count to
+//!    fall to one, itself: no writer can take the lock meanwhile (the count is not zero), nor
+//!    can another upgrader. It sets `WRITERS_WAITING` as a writer does, so that no new reader
+//!    comes in but in a read phase, and `UPGRADING`, so that the read unlock that leaves it
+//!    alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it is the phase's
+//!    last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
 //! 7. **A fair unlock's hand-off always has a claimer.** A fair write unlock that opens no read
 //!    phase and finds writers waiting wakes one *untimed* writer while it holds the lock, and
 //!    only if that wake found one does it set `HANDED`, keeping the lock; it then wakes once
@@ -164,18 +165,19 @@ fn write_lockable(state: u32) -> bool {
 }
 
 /// Whether the release of the upgradable read, from the word `before` it, should wake the
-/// upgradable readers: if they sleep and may take it now. With writers waiting they may not,
+/// readers (clearing `READERS_WAITING`, see [`without`]): if they sleep and upgradable readers
+/// may take it now. With writers waiting they may not,
 /// but in a read phase; and a phase admits only readers that slept when it opened, so they wait
 /// for the wake that comes with the writers' turn (invariant 6).
 fn upgradable_readers_may_come(before: u32) -> bool {
     before & (READERS_WAITING | WRITERS_WAITING) == READERS_WAITING
 }
 
-/// The word after `leaving` (a read lock of kind `held`, or `UPGRADABLE` alone for a downgrade
-/// to a plain read) leaves `state`. When the upgradable read leaves while upgradable readers may
-/// come, the leaver wakes every reader, so it clears `READERS_WAITING` in the same step
-/// (invariant 1): left set, the bit would make every later release of the upgradable read wake
-/// again, finding nobody.
+/// The word after `leaving` (a read lock of kind `held`, or `UPGRADABLE` alone for a
+/// downgrade to a plain read) leaves `state`. When the upgradable read leaves while upgradable
+/// readers may come, the leaver wakes every reader, so it clears `READERS_WAITING` in the same
+/// step (invariant 1): left set, the bit would make every later release of the upgradable read
+/// wake again, finding nobody.
 fn without(state: u32, leaving: u32) -> u32 {
     if leaving & UPGRADABLE != 0 && upgradable_readers_may_come(state) {
         (state - leaving) & !READERS_WAITING
@@ -544,8 +546,8 @@ impl RawRwLock {
 
     /// After a read release that needed no hand-off (`before`: the word it replaced), by
     /// address only (invariant 5): wake a writer if this was the last reader and one began to
-    /// wait; the upgrader if this left it alone; the upgradable readers if the upgradable
-    /// read was released while they may take it (`upgradable_readers_may_come`).
+    /// wait; the upgrader if this left it alone; every reader if the upgradable read was
+    /// released while upgradable readers may take it (`upgradable_readers_may_come`).
     #[cold]
     fn wake_after_read_release(&self, before: u32, held: u32) {
         let addr = self.state.as_ptr();

@@ -1,10 +1,10 @@
 //! Regions: a sealed memfd holding a header and named process-shared objects.
 //!
-//! ## Layout (version 1; integers in the machine's byte order)
+//! ## Layout (version 2; integers in the machine's byte order)
 //!
 //! ```text
 //! offset 0    magic          "FKshared"
-//!        8    version        1
+//!        8    version        2
 //!        12   object_count   entries in the table below (at most MAX_OBJECTS)
 //!        16   region_len     the file's length in bytes (u64)
 //!        24   pid_namespace  the creator's pid namespace (its inode folded to 32 bits; 0: unknown)
@@ -42,7 +42,9 @@ use crate::shared::{
 };
 
 const MAGIC: [u8; 8] = *b"FKshared";
-const VERSION: u32 = 1;
+/// The region format's version, raised whenever the layout or a protocol over the region's
+/// words changes, so that processes built with different ones refuse to share a region.
+const VERSION: u32 = 2;
 /// The most objects a region holds.
 pub const MAX_OBJECTS: usize = 1024;
 /// The largest region, in bytes.

@@ -12,28 +12,29 @@
 //!
 //! * **wait**: while holding the mutex, add 1 to `sleepers` and read `seq`; unlock; spin on
 //!   `seq` as the spin policy says (`spin_for_notify`), then sleep on it while it holds the
-//!   value read; take the 1 back unless a wake ended the sleep; relock. A notify this wait is owed comes from a thread that
-//!   changed the condition under the mutex after this unlock, so it sees the count (the mutex
-//!   orders them) and changes `seq` after it was read: the sleep returns at once or is woken.
-//! * **notify**: with no sleepers counted, add 1 to `seq` (no system call); else add 1 and
-//!   wake one or all sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically; then
-//!   take back the count of each sleeper it woke, and tell the spin policy how many that was
+//!   value read; take the 1 back unless a wake ended the sleep; relock. A notify this wait is
+//!   owed comes from a thread that changed the condition under the mutex after this unlock, so
+//!   it sees the count (the mutex orders them) and changes `seq` after it was read: the sleep
+//!   returns at once or is woken.
+//! * **notify**: with no sleepers counted, add 1 to `seq` (no system call); else add 1 and wake
+//!   one or all sleepers in one `FUTEX_WAKE_OP`, which the kernel applies atomically; then take
+//!   back the count of each sleeper it woke, and tell the spin policy how many that was
 //!   (`crate::spin::notified`). So a notifier killed at any instruction either notified or did
 //!   not: there is no moment with `seq` changed and the sleepers left asleep. A woken waiter
 //!   stops counting as soon as the wake returns, not a wake-up's latency later when it runs, so
 //!   notifies meanwhile find nobody left to wake and make no system call. As in the in-process
-//!   Condvar (`src/raw/condvar.rs`), each count is taken back once, by the waker or the waiter,
-//!   so `sleepers` never counts fewer than the waiters owed a wake.
+//!   Condvar (`src/raw/condvar.rs`), each count is taken back at most once, by the waker or the
+//!   waiter, so `sleepers` never counts fewer than the waiters owed a wake.
 //!
 //! ## Deaths
 //!
 //! Nothing here is owned, so no death strands a sleeper: a dead notifier notified or did not
 //! (above), and a dead waiter, or a notifier that dies between its wake and taking the woken
-//! counts back, leaves only `sleepers` too high, which costs every later notify its wake
-//! system call (it wakes nobody more). The mutex is robust: a waiter that
-//! relocks after its holder died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so
-//! waiting while holding it inconsistent (after `OwnerDied`, before `mark_consistent`) makes
-//! it not recoverable, as pthread's does.
+//! counts back, leaves only `sleepers` too high, which costs every later notify its wake system
+//! call (it wakes nobody more). The mutex is robust: a waiter that relocks after its holder
+//! died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so waiting while holding it
+//! inconsistent (after `OwnerDied`, before `mark_consistent`) makes it not recoverable, as
+//! pthread's does.
 
 use core::fmt;
 
