@@ -24,6 +24,11 @@
 //! `NOTIFIED` and wakes if it replaced `PARKED`. Any other value means the word was corrupted
 //! (for example by a peer process in shared memory) and is reported, never waited on.
 //!
+//! Beside the word, `token_from_cpu` is a hint, not state: the CPU the last giver of a token
+//! (`unpark`, `swap_to`) ran on, written by the giver only when it changes and read by the
+//! owner only to decide whether to spin (`spin::partner_may_be_running`: not on the giver's
+//! own CPU). No value of it can lose or delay a token beyond a spin skipped or made.
+//!
 //! ## Co-location
 //!
 //! Pinning both partners to one CPU makes every hand-off a same-CPU context switch instead of a
