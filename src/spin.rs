@@ -551,7 +551,7 @@ pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
     if MODEL_CHECKED {
         return NO_CPU;
     }
-    let cpu = hand_off_cpu();
+    let cpu = crate::futex::sys::thread::current_cpu();
     if word.load(Relaxed) != cpu {
         word.store(cpu, Relaxed);
     }
