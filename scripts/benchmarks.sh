@@ -292,7 +292,7 @@ PY
 fi
 
 section "Process-shared, robust locks: futexkit::shared against glibc's robust pthread locks" shared_locks $quick
-note shared_locks "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: futexkit's shared mutex sets WAITERS in every take while sleepers are counted, so that a woken waiter killed before it takes the lock strands nobody (src/raw/shared/mutex.rs, invariant 2), which costs a wake per release where glibc's lets a lock taken in passing be released without one. The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."
+note shared_locks "Reading: both sides are robust and process-shared (glibc's mutex with PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, its condition variable with PTHREAD_PROCESS_SHARED), and both keep every lock word on the thread's robust list; futexkit's in-process locks between threads are beside them for scale. Contended: both take a lock in passing without WAITERS, so releasing it makes no system call; futexkit's waiter spins briefly before it sleeps, glibc's does not, and futexkit's sleepers look at the word every 100 ms, so that a woken waiter killed before it ran cannot strand them (src/raw/shared/mutex.rs, invariant 2). The death row is the kernel's work for both: the robust list walked at the holder's exit, one waiter woken."
 
 if [ -z "$prebuilt" ] && wanted shared_locks && command -v valgrind >/dev/null; then
     echo "== shared uncontended (callgrind)" >&2

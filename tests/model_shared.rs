@@ -1,6 +1,6 @@
 //! The process-shared protocols under a model checker (`--cfg futexkit_loom` or `--cfg
-//! futexkit_shuttle`; see `tests/model/mod.rs`): the shared mutex's exclusion and wakeups (with its
-//! `WAITERS` bit kept through takes and cleared only by a release that woke nobody), the condvar's
+//! futexkit_shuttle`; see `tests/model/mod.rs`): the shared mutex's exclusion and wakeups (a woken
+//! thread carries `WAITERS` on for the sleepers left; a take in passing leaves it clear), the condvar's
 //! notify against a waiter counted before its unlock, the rwlock's reader slots against the
 //! writer's word, and (shuttle only: their sleeps are sliced) the barrier's rounds and the
 //! semaphore's permits. The code checked
@@ -27,7 +27,8 @@ fn mutex_increments(threads: usize, increments: usize, timed: bool) {
             Box::new(move |(raw, count): &(RawSharedMutex, AtomicUsize)| {
                 for _ in 0..increments {
                     // The emulated futex may time a timed sleep out (both outcomes are
-                    // explored): then lock untimed, after the timed attempt left.
+                    // explored); a sleep that ends before the deadline looks again, and a
+                    // timed attempt that did give up is followed by an untimed one.
                     let taken = if timed && i % 2 == 1 {
                         match raw.try_lock_until(Deadline::after(FAR)) {
                             Err(RawLockError::TimedOut) => raw.lock(),

@@ -250,7 +250,7 @@ fn adopting_checks_the_file_and_every_field_of_the_header() {
         }
     };
     bad_header(&|b| b[0] = b'X');
-    bad_header(&|b| put_u32(b, 8, 1)); // a version other than this build's
+    bad_header(&|b| put_u32(b, 8, 2)); // a version other than this build's: the previous one
     bad_header(&|b| put_u64(b, 16, 1 << 20));
     bad_header(&|b| put_u32(b, 12, 100_000));
     bad_header(&|b| put_u32(b, 12, 1000));

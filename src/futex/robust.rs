@@ -81,11 +81,9 @@ pub(crate) const WORD_BEFORE_ENTRY: usize = 32;
 pub(crate) struct RobustWord {
     /// The lock word.
     pub(crate) word: Futex<Shared>,
-    /// Threads counted as about to sleep on the word, or asleep (the lock protocol's).
-    pub(crate) sleepers: crate::atomic::AtomicU32,
     /// Zeros: room for later use, and what puts `next` at `WORD_BEFORE_ENTRY`. Atomics, as
     /// everything in shared memory that a peer may write.
-    reserved: [AtomicU32; 6],
+    reserved: [AtomicU32; 7],
     /// The entry: the address of the next entry (a separator), written by the owning thread
     /// when it links the word. Read by the kernel only.
     next: AtomicUsize,
@@ -104,8 +102,7 @@ impl RobustWord {
         pub(crate) const fn new(value: u32) -> RobustWord {
             RobustWord {
                 word: Futex::shared(value),
-                sleepers: crate::atomic::AtomicU32::new(0),
-                reserved: [const { AtomicU32::new(0) }; 6],
+                reserved: [const { AtomicU32::new(0) }; 7],
                 next: AtomicUsize::new(0),
             }
         }

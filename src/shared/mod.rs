@@ -11,7 +11,9 @@
 //! any process, gets [`LockError::OwnerDied`] with the guard. It repairs the data and calls
 //! `mark_consistent`; if it drops the guard without doing so, the lock becomes not recoverable
 //! for everyone ([`LockError::NotRecoverable`]): pthread's `EOWNERDEAD` and `ENOTRECOVERABLE`.
-//! A waiter killed while it sleeps strands nobody, nor does a notifier killed mid-notify. A
+//! A waiter killed while it sleeps strands nobody (one killed just after a release woke it,
+//! while a thread that took the lock in passing holds it, delays the other sleepers by at most
+//! 100 ms; glibc's robust mutex strands them), nor does a notifier killed mid-notify. A
 //! barrier's parties are known, so one's death breaks the barrier ([`BarrierError::Broken`]) for
 //! the others instead of leaving them waiting. A semaphore's permit held by a thread that dies
 //! comes back, and its next holder is told. A latch or an event knows nobody: a process that

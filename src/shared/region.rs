@@ -44,7 +44,7 @@ use crate::shared::{
 const MAGIC: [u8; 8] = *b"FKshared";
 /// The region format's version, raised whenever the layout or a protocol over the region's
 /// words changes, so that processes built with different ones refuse to share a region.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// The most objects a region holds.
 pub const MAX_OBJECTS: usize = 1024;
 /// The largest region, in bytes.

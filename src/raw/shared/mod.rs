@@ -4,7 +4,7 @@
 //!
 //! | file         | type                 | words                                                       | bytes, alignment |
 //! |--------------|----------------------|-------------------------------------------------------------|------------------|
-//! | `mutex.rs`   | [`RawSharedMutex`]   | one robust word: the owner's id, `WAITERS`, `OWNER_DIED`; a count of sleepers | 40, 8 |
+//! | `mutex.rs`   | [`RawSharedMutex`]   | one robust word: the owner's id, `WAITERS`, `OWNER_DIED`    | 40, 8 |
 //! | `condvar.rs` | [`RawSharedCondvar`] | a notify sequence and a count of sleepers                   | 8, 4 |
 //! | `rwlock.rs`  | [`RawSharedRwLock`]  | a writer's robust word and one robust word per reader slot, a cache line each | 2112, 64 |
 //! | `barrier.rs` | [`RawSharedBarrier`] | arrivals, a generation word, one robust word per party      | 2624, 64 |

@@ -3,43 +3,43 @@
 //!
 //! ## State
 //!
-//! [`RawSharedMutex`] is one 32-bit futex word in shared memory, a count of sleepers beside
-//! it, and the robust-list entry the kernel reads when a holder dies:
+//! [`RawSharedMutex`] is one 32-bit futex word in shared memory and the robust-list entry the
+//! kernel reads when a holder dies:
 //!
 //! | field | meaning | set by | cleared by |
 //! |-------|---------|--------|------------|
 //! | word bits 0-29 `owner` | the holder's thread id; 0: free; `NOT_RECOVERABLE` (all ones, an id no thread has): never lockable again | a locker's CAS from free | the holder's unlock; the kernel, when the holder dies |
-//! | word bit 31 `WAITERS` | threads may sleep on the word: its release must wake one | a waiter, before it sleeps; a take, in its CAS, while sleepers are counted (and a barrier party, for good: `barrier.rs`); kept by the kernel at a death | every release (which then wakes one) |
+//! | word bit 31 `WAITERS` | threads may sleep on the word: its release must wake one | a waiter, before it sleeps (on a word it then finds free, a stray bit); a woken waiter, in the CAS that takes the word, or as it gives up on a held word; a barrier party, for good (`barrier.rs`); kept by the kernel at a death, and by every take of a word with `OWNER_DIED` | every release (which then wakes one); a take in passing of a word without `OWNER_DIED` (a stray bit) |
 //! | word bit 30 `OWNER_DIED` | a holder died holding the lock: the data may be inconsistent | the kernel, as the holder dies | [`mark_consistent`](RawSharedMutex::mark_consistent); an unlock without it makes the word `NOT_RECOVERABLE`; a take that forgets deaths (a reader slot: readers change nothing) |
-//! | `sleepers` | threads counted as about to sleep on the word or asleep | a waiter adds 1 before it sets `WAITERS` | the waiter takes it back when its sleep ends |
 //!
 //! Invariants:
 //!
 //! 1. **No lost wakeup.** A thread sleeps only on a value with `WAITERS` set, and every
 //!    release of such a value wakes one sleeper. A release clears the bit (as glibc's does), so
-//!    it must be set again while sleepers remain: a waiter counts itself, then sets the bit
-//!    with a read-modify-write of the word; and every take reads the word (acquire), then the
-//!    count, and sets the bit in the very CAS that takes the word if anyone is counted. A take
-//!    that follows a release that followed a waiter's read-modify-write synchronizes with it,
-//!    so it sees that waiter counted (until its sleep ended); a waiter that comes after the
-//!    take sets the bit itself. So while a thread sleeps on the word, every holder's word
-//!    carries `WAITERS` by the time it releases, and that release wakes one.
+//!    the thread it wakes carries the bit on for the sleepers that may be left: it takes the
+//!    word with `WAITERS` (as std's futex mutex takes it `CONTENDED` after a sleep), or sets it
+//!    again before it sleeps again; one that leaves without the word (a deadline, a waiter that
+//!    only waits for the word to be free) sets it on a held word or wakes one sleeper of a free
+//!    one. A thread that takes the word in passing, never woken, takes it without the bit: the
+//!    sleepers left are the woken thread's to mark for, and a lock taken and released in
+//!    passing costs no wake.
 //! 2. **Deaths.** Every operation runs with the word named as the thread's robust operation under
 //!    way, and a held word is linked in the thread's robust list (`robust.rs`). So whenever a
 //!    thread dies: if its id is in the word, the kernel sets `OWNER_DIED` (keeping `WAITERS`,
 //!    clearing the id) and wakes one waiter if `WAITERS` was set; if the word is free and the
 //!    thread was in an operation on it (a release before its wake, a woken waiter before it took
 //!    the lock), the kernel wakes one waiter. That one wake is all a death can get, and is
-//!    enough where a release wakes one; where one must wake all (`NOT_RECOVERABLE`, whose owner
-//!    bits are not 0, and a writer's release, for every reader), the store and the wake are one
-//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while nobody can be asleep. A woken
-//!    waiter that dies before it took the lock while another thread holds it strands nobody:
-//!    that holder took the word with `WAITERS`, as the sleepers left (and the dead one) are
-//!    counted, and its release wakes the next. A
-//!    waiter that dies counted leaves `sleepers` one too high for good: every take then sets
-//!    `WAITERS` and every release makes a wake system call (a cost, not a lost wakeup). Since
-//!    a take sets the bit in its CAS, a holder that dies at any instruction leaves the kernel a
-//!    word with `WAITERS` whenever sleepers were counted.
+//!    enough where a release wakes one, as the kernel keeps `WAITERS` in a dead holder's word
+//!    and every take keeps it in a word with `OWNER_DIED` (as glibc's does), so the next
+//!    release wakes again; where one must wake all (`NOT_RECOVERABLE`, whose owner bits are not
+//!    0, and a writer's release, for every reader), the store and the wake are one
+//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while nobody can be asleep. One death
+//!    the kernel cannot pass on: a woken waiter killed before it ran, while a thread that took
+//!    the word in passing holds it. That holder's release wakes nobody, so every sleep lasts
+//!    at most `RECHECK`, after which the sleeper looks at the word again: the death delays the
+//!    sleepers left by at most that, never strands them (glibc's robust mutex strands them
+//!    until the lock is next contended). Under a model checker, where nobody dies, sleeps are
+//!    untimed, so that a lost wakeup shows as a deadlock there.
 //! 3. **A death is reported once per inconsistency.** The thread that takes a word with
 //!    `OWNER_DIED` set gets [`Acquired::OwnerDied`] and keeps the bit while it holds the lock,
 //!    so if it dies too, the next one is told again. [`mark_consistent`](RawSharedMutex::mark_consistent)
@@ -49,11 +49,12 @@
 //!
 //! ## Transitions
 //!
-//! * **lock**: free → this thread's id, keeping `OWNER_DIED`, with `WAITERS` if sleepers are
-//!   counted, by one CAS. Else, while the word is held without `WAITERS`, spin
-//!   ([`SpinWait`]); then count itself, set `WAITERS` and, if the word is still held, sleep on
-//!   what it holds, uncounting itself when the sleep ends. A woken thread looks again before
-//!   it minds its deadline, so a wake it was given is never dropped while the lock is free.
+//! * **lock**: free → this thread's id, keeping `OWNER_DIED`, by one CAS. Else, while the word
+//!   is held without `WAITERS`, spin ([`SpinWait`]); then set `WAITERS` and, if the word is
+//!   still held, sleep on what it holds, for at most `RECHECK`. Once woken, a thread takes the
+//!   word with `WAITERS`. A woken thread looks again before it minds its deadline, and passes
+//!   its wake on before it gives up (`WAITERS` on a held word, a wake on a free one), so a
+//!   wake it was given is never dropped.
 //! * **unlock**: with `OWNER_DIED` set, store `NOT_RECOVERABLE` and wake all. Else clear the
 //!   owner and `WAITERS` (one `fetch_and`), and wake one sleeper if `WAITERS` was set. A
 //!   thread that took the word and leaves without touching the data (a look, a writer giving
@@ -71,12 +72,32 @@ use crate::atomic::Ordering;
 use crate::deadlock::{Mode, Target, Wait};
 use crate::futex::pi_bits::{OWNER_DIED, TID_MASK, WAITERS};
 use crate::futex::robust::{self, RobustWord, Unsupported};
+use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::{Deadline, Error, Futex, Shared};
 use crate::spin::SpinWait;
 
 /// The owner bits of a word that can never be taken again: an id no thread has (Linux's
 /// `pid_max` is at most 2^22).
 pub(crate) const NOT_RECOVERABLE: u32 = TID_MASK;
+
+/// The longest a sleeper sleeps before it looks at the word again, woken or not: the longest
+/// a woken waiter killed before it ran can keep the other sleepers waiting for a free lock
+/// (invariant 2). A sleeper that looks and finds the lock held sleeps again, so a longer one
+/// costs a sleeper one wake-up per `RECHECK`.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// When a sleep for the word ends without a wake: at `deadline`, or at the next `RECHECK` if
+/// that is sooner. Untimed where `deadline` is none under a model checker, where nobody dies
+/// and a recheck would hide a lost wakeup.
+fn recheck_by(deadline: Option<Deadline>) -> Option<Deadline> {
+    if MODEL_CHECKED {
+        return deadline;
+    }
+    match deadline {
+        Some(d) if d.remaining() <= RECHECK => Some(d),
+        _ => Some(Deadline::after(RECHECK)),
+    }
+}
 
 /// The owner bits of `word`.
 #[inline]
@@ -315,21 +336,36 @@ impl RawSharedMutex {
         owner(self.word().load(Ordering::Relaxed)) == NOT_RECOVERABLE
     }
 
-    /// One attempt (a few, should the word change under the CAS): takes the word if it is
-    /// free. `keep_owner_died`: whether a death stays recorded in the word (a mutex), or is
-    /// forgotten (a reader slot, whose holders never change the data).
+    /// One attempt (a few, should the word change under the CAS): takes the word in passing
+    /// if it is free. `keep_owner_died`: whether a death stays recorded in the word (a mutex),
+    /// or is forgotten (a reader slot, whose holders never change the data).
     pub(crate) fn take_now(
         &self,
         tid: u32,
         keep_owner_died: bool,
     ) -> Result<Acquired, RawLockError> {
+        self.take_free(tid, keep_owner_died, false)
+    }
+
+    /// [`take_now`](Self::take_now) for a thread that has been `woken`, which takes the word
+    /// with `WAITERS`: sleepers may be left, and its release must wake one (invariant 1).
+    fn take_free(
+        &self,
+        tid: u32,
+        keep_owner_died: bool,
+        woken: bool,
+    ) -> Result<Acquired, RawLockError> {
         let word = self.word();
         let kept = if keep_owner_died { OWNER_DIED } else { 0 };
+        let waiters = if woken { WAITERS } else { 0 };
         for _ in 0..16 {
-            let v = word.load(Ordering::Acquire);
+            let v = word.load(Ordering::Relaxed);
             match owner(v) {
                 0 => {
-                    let taken = tid | (v & kept) | self.waiters_bit();
+                    // After a death the kernel woke one sleeper and kept `WAITERS` for the
+                    // rest: the bit stays (as glibc keeps it), whoever takes the word.
+                    let after_death = if v & OWNER_DIED != 0 { v & WAITERS } else { 0 };
+                    let taken = tid | (v & kept) | waiters | after_death;
                     if word
                         .compare_exchange(v, taken, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
@@ -345,18 +381,6 @@ impl RawSharedMutex {
         Err(RawLockError::WouldBlock)
     }
 
-    /// `WAITERS` if threads are counted as sleeping on the word, for a take to set: read after
-    /// the word (with acquire), so that a sleeper counted before any release this take follows
-    /// is seen (invariant 1).
-    #[inline]
-    fn waiters_bit(&self) -> u32 {
-        if self.robust.sleepers.load(Ordering::Relaxed) != 0 {
-            WAITERS
-        } else {
-            0
-        }
-    }
-
     /// The lock's protocol, once the word is named as this thread's operation under way.
     #[inline]
     pub(crate) fn take(
@@ -367,12 +391,7 @@ impl RawSharedMutex {
         let word = self.word();
         if word.load(Ordering::Acquire) == 0
             && word
-                .compare_exchange(
-                    0,
-                    tid | self.waiters_bit(),
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
+                .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         {
             return Ok(Acquired::Consistent);
@@ -405,10 +424,12 @@ impl RawSharedMutex {
     ) -> Result<Acquired, RawLockError> {
         let word = self.word();
         let mut spin = SpinWait::new();
+        // Once woken, this thread carries `WAITERS` on for the sleepers left (invariant 1).
+        let mut woken = false;
         loop {
             let v = word.load(Ordering::Relaxed);
             match owner(v) {
-                0 => match self.take_now(tid, keep_owner_died) {
+                0 => match self.take_free(tid, keep_owner_died, woken) {
                     Err(RawLockError::WouldBlock) => {}
                     taken => return taken,
                 },
@@ -418,7 +439,7 @@ impl RawSharedMutex {
                     if v & WAITERS == 0 && spin.spin() {
                         continue;
                     }
-                    self.sleep_while_held(deadline)?;
+                    woken |= self.sleep_while_held(deadline)?;
                     spin = SpinWait::new();
                     continue;
                 }
@@ -426,32 +447,44 @@ impl RawSharedMutex {
             // The word changed under the CAS: a peer keeping it changing must not keep a timed
             // call past its deadline.
             if deadline.is_some_and(|d| d.has_passed()) {
+                if woken {
+                    self.pass_wake_on();
+                }
                 return Err(RawLockError::TimedOut);
             }
         }
     }
 
-    /// Counts this thread in `sleepers`, sets `WAITERS` in the word and, if the word is still
-    /// held, sleeps on what it holds; uncounts itself when the sleep ends. Returns when woken
-    /// (`true`), or at once if the word changed or is free (`false`); `Err` at the deadline.
+    /// For a woken thread that leaves without the word: the wake it was given goes on to the
+    /// next sleeper, by `WAITERS` on a held word (its holder's release wakes one) or by a wake
+    /// on a free one (a bit on a free word is dropped by the next take in passing).
+    fn pass_wake_on(&self) {
+        let word = self.word();
+        if owner(word.fetch_or(WAITERS, Ordering::Relaxed)) == 0 {
+            let _ = word.wake(1);
+        }
+    }
+
+    /// Sets `WAITERS` in the word and, if the word is still held, sleeps on what it holds, for
+    /// at most `RECHECK`. Returns whether it was woken (`false`: the word changed or is free,
+    /// or the recheck came); `Err` at the deadline, with `WAITERS` left set, so that a wake
+    /// this thread was given goes on to the next sleeper when the holder releases.
     fn sleep_while_held(&self, deadline: Option<Deadline>) -> Result<bool, RawLockError> {
+        let word = self.word();
+        let before = word.fetch_or(WAITERS, Ordering::Relaxed);
+        if matches!(owner(before), 0 | NOT_RECOVERABLE) {
+            return Ok(false);
+        }
         if deadline.is_some_and(|d| d.has_passed()) {
             return Err(RawLockError::TimedOut);
         }
-        let word = self.word();
-        let sleepers = &self.robust.sleepers;
-        // Counted first, then announced with a read-modify-write of the word (invariant 1).
-        sleepers.fetch_add(1, Ordering::AcqRel);
-        let before = word.fetch_or(WAITERS, Ordering::AcqRel);
-        let slept = match owner(before) {
-            0 | NOT_RECOVERABLE => Err(Error::ValueChanged),
-            _ => word.wait(before | WAITERS, deadline),
-        };
-        sleepers.fetch_sub(1, Ordering::AcqRel);
-        match slept {
+        match word.wait(before | WAITERS, recheck_by(deadline)) {
             Ok(()) => Ok(true),
             Err(Error::ValueChanged) => Ok(false),
-            Err(Error::TimedOut) => Err(RawLockError::TimedOut),
+            Err(Error::TimedOut) if deadline.is_some_and(|d| d.has_passed()) => {
+                Err(RawLockError::TimedOut)
+            }
+            Err(Error::TimedOut) => Ok(false),
             Err(err) => Err(RawLockError::Futex(err)),
         }
     }
@@ -461,8 +494,8 @@ impl RawSharedMutex {
     /// (a death of this thread after a wake passes the wake on).
     ///
     /// A release wakes one sleeper on the assumption that it takes the word; this waiter does
-    /// not, so with `pass_on` a wake it was given goes on to the next sleeper, if one is
-    /// counted (a reader waiting for the same slot as the writer). With `wake_all_after_death`
+    /// not, so with `pass_on` a wake it was given goes on to the next sleeper, if there is one
+    /// (a reader waiting for the same slot as the writer). With `wake_all_after_death`
     /// a waiter that finds the holder died wakes every other waiter: the kernel woke only one,
     /// and they all wait for the same thing.
     pub(crate) fn wait_while_held(
@@ -480,17 +513,16 @@ impl RawSharedMutex {
                     0 => {
                         if wake_all_after_death && v & OWNER_DIED != 0 && v & WAITERS != 0 {
                             let _ = word.wake(i32::MAX as u32);
-                        } else if pass_on
-                            && woken
-                            && self.robust.sleepers.load(Ordering::Acquire) != 0
-                        {
+                        } else if pass_on && woken {
                             let _ = word.wake(1);
                         }
                         return Ok(());
                     }
                     NOT_RECOVERABLE => return Ok(()),
                     o if o == tid => return Err(RawLockError::WouldDeadlock),
-                    _ => woken = self.sleep_while_held(deadline)?,
+                    // Sticky: a wake this thread was given is passed on however many times it
+                    // finds the word taken again before it is free.
+                    _ => woken |= self.sleep_while_held(deadline)?,
                 }
             }
         })
@@ -507,10 +539,9 @@ impl RawSharedMutex {
             // All ones: NOT_RECOVERABLE's owner bits (and WAITERS and OWNER_DIED, which change
             // nothing then).
             if word.store_and_wake(u32::MAX, i32::MAX as u32).is_err() {
-                let before = word.swap(u32::MAX, Ordering::Release);
-                if before & WAITERS != 0 {
-                    let _ = Futex::wake_at(word.as_ptr(), i32::MAX as u32);
-                }
+                // Once per lock: wake all whether or not the bit says anyone sleeps.
+                word.store(u32::MAX, Ordering::Release);
+                let _ = Futex::wake_at(word.as_ptr(), i32::MAX as u32);
             }
             return;
         }

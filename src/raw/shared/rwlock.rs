@@ -27,7 +27,7 @@
 //!    release. A writer waiting for a slot sleeps on it, and every slot release with
 //!    `WAITERS` wakes one sleeper: a reader waiting for that slot (all were taken), which takes
 //!    it, sees the writer and releases it, waking the next; or the writer, which does not take
-//!    the slot, so it passes the wake on to the next sleeper counted on that slot.
+//!    the slot, so it passes the wake on to the next sleeper on that slot.
 //! 4. **Deaths.** A dead reader's slot is freed by the kernel (`OWNER_DIED` in it is ignored:
 //!    readers change nothing), which wakes one sleeper on it (the writer, or a reader waiting
 //!    for the slot: either passes on as above). A dead writer's word gets `OWNER_DIED`: the
@@ -45,7 +45,13 @@ use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
 use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
 
 /// Readers that can hold a [`RawSharedRwLock`] at once without waiting for a slot.
-pub const READER_SLOTS: usize = 32;
+/// (Under a model checker, 1: a model's few readers then wait for a slot, as a crowd of
+/// readers does.)
+pub const READER_SLOTS: usize = if crate::futex::sys::MODEL_CHECKED {
+    1
+} else {
+    32
+};
 
 /// One word on a cache line of its own.
 #[repr(C, align(64))]
