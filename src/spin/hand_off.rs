@@ -1,0 +1,490 @@
+//! The hand-off waiter's rule ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker), FlipCall
+//! and its server): spin twice the moving average of its sleeps (`learned += (sample -
+//! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; forget what it learned
+//! when its thread was preempted or a sleep was shorter than the spin before it (the spin kept
+//! the partner from running). A spinner serves one waiter at a time (each side of a hand-off
+//! has its own: a Parker's owner, a FlipCall endpoint, a thread for raw `swap`). A FlipCall or
+//! Parker waiter on the CPU its partner last handed over from does not spin
+//! (`partner_may_be_running`). A hand-off waiter reads a clock and its thread's preemption
+//! count only around a sleep.
+//!
+//! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
+//! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
+//! while the owner is on a CPU, which user space cannot see; elsewhere a [`Spinner`] spins,
+//! then the thread sleeps on the word.
+//!
+//! ## State
+//!
+//! | state | kept | meaning | changed by |
+//! |-------|------|---------|------------|
+//! | `Spinner::learned_ns` | per hand-off primitive (or thread, for raw `swap`) | moving average of its waits, 0 = do not spin | every sleep and every won spin of a hand-off wait |
+//! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
+//! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::decisions::{count, Tally};
+use super::{machine, spinning_can_pay, MAX_PAUSES_BETWEEN_LOOKS};
+use crate::futex::sys::MODEL_CHECKED;
+use crate::futex::{Deadline, Error, Futex, Scope};
+
+/// The longest a hand-off waiter ([`Spinner`]) spins before it sleeps.
+pub(crate) const MAX_SPIN_NS: u32 = 100_000;
+
+/// Where a new spinner's learned average starts: a budget of 10 us, until its waits say more.
+const INITIAL_LEARNED_NS: u32 = 5_000;
+
+/// The shortest spin worth starting: a smaller budget means the waiter sleeps at once. (A
+/// spinner that does not spin still learns from how long its sleeps last, so it finds out when
+/// spinning would pay.)
+const MIN_SPIN_NS: u32 = 200;
+
+/// Adaptive spin state for one side of a hand-off (4 bytes).
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use futexkit::spin::Spinner;
+///
+/// static SPINNER: Spinner = Spinner::new();
+/// let ready = AtomicBool::new(true);
+/// // Spins (briefly, adaptively) until the condition holds or the budget runs out.
+/// assert!(SPINNER.spin_until(|| ready.load(Ordering::Acquire)));
+/// ```
+#[derive(Debug)]
+pub struct Spinner {
+    /// Moving average of recent wait durations in nanoseconds (0 = spinning does not pay).
+    learned_ns: AtomicU32,
+}
+
+impl Default for Spinner {
+    fn default() -> Spinner {
+        Spinner::new()
+    }
+}
+
+impl Spinner {
+    /// A spinner that starts by spinning a moderate amount.
+    pub const fn new() -> Spinner {
+        Spinner::learning_from(INITIAL_LEARNED_NS)
+    }
+
+    /// A spinner whose learned average starts at `learned_ns`.
+    const fn learning_from(learned_ns: u32) -> Spinner {
+        Spinner {
+            learned_ns: AtomicU32::new(learned_ns),
+        }
+    }
+
+    /// Spins until `done` returns true or this spinner's budget runs out; returns whether
+    /// `done` held. Calls `done` at least once, and does not spin at all when spinning cannot
+    /// pay (see the module documentation).
+    #[inline]
+    pub fn spin_until(&self, done: impl FnMut() -> bool) -> bool {
+        self.spin_until_before(None, done)
+    }
+
+    /// [`spin_until`](Spinner::spin_until) for a timed wait: the spin also ends at `deadline`,
+    /// and does not start once it has passed (`done` is still called once).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futexkit::futex::Deadline;
+    /// use futexkit::spin::Spinner;
+    ///
+    /// let spinner = Spinner::new();
+    /// let passed = Deadline::after(Duration::ZERO);
+    /// // The deadline has passed: one check, no spin.
+    /// let mut checks = 0;
+    /// assert!(!spinner.spin_until_before(Some(passed), || {
+    ///     checks += 1;
+    ///     false
+    /// }));
+    /// assert_eq!(checks, 1);
+    /// ```
+    #[inline]
+    pub fn spin_until_before(
+        &self,
+        deadline: Option<Deadline>,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
+        done() || self.spin_slow(&mut done, deadline)
+    }
+
+    /// Spins while `word` holds `expected`, then sleeps on it; learns from the sleep. `Ok(())`
+    /// once the word changed or a wake arrived (possibly spuriously: re-check).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`] at the deadline.
+    pub fn wait_on<S: Scope>(
+        &self,
+        word: &Futex<S>,
+        expected: u32,
+        deadline: Option<Deadline>,
+    ) -> Result<(), Error> {
+        if self.spin_until_before(deadline, || word.load(Ordering::Acquire) != expected) {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let result = match word.wait(expected, deadline) {
+            // It changed between the spin and the sleep: that is what we waited for.
+            Err(Error::ValueChanged) => Ok(()),
+            other => other,
+        };
+        if result == Err(Error::TimedOut) {
+            self.record_timeout(start.elapsed());
+        } else {
+            self.record_sleep(start.elapsed());
+        }
+        result
+    }
+
+    /// Tells the spinner how a wait that spun out its budget and then slept turned out:
+    /// `slept` is the sleep. The spinner forgets what it learned, and sleeps at once next time,
+    /// when spinning takes a CPU some other thread wants: when this thread was preempted since
+    /// its last sleep, or when the sleep was shorter than the spin before it (the answer came
+    /// just after the spin gave up: the spin most likely kept the partner from running, woken
+    /// onto this CPU or waiting for it). Otherwise a sleep within the cap teaches it to spin
+    /// longer, one beyond the cap to spin less.
+    pub(crate) fn record_sleep(&self, slept: Duration) {
+        self.learn_from_sleep(slept, preempted_since_last_sleep());
+    }
+
+    /// [`record_sleep`](Spinner::record_sleep)'s rule, `preempted` saying whether the thread
+    /// was preempted since its last sleep.
+    fn learn_from_sleep(&self, slept: Duration, preempted: bool) {
+        let ns = slept.as_nanos();
+        if preempted || ns < u128::from(self.budget_ns()) {
+            self.learned_ns.store(0, Ordering::Relaxed);
+        } else if ns <= u128::from(MAX_SPIN_NS) {
+            self.learn(ns as u32);
+        } else {
+            self.learn(0);
+        }
+    }
+
+    /// Tells the spinner that a wait that had to sleep timed out after `waited`. Only a wait
+    /// that outlasted the cap teaches anything (to spin less): a shorter one ended at the
+    /// caller's deadline, which says nothing about when the partner would have answered.
+    pub(crate) fn record_timeout(&self, waited: Duration) {
+        if waited.as_nanos() > u128::from(MAX_SPIN_NS) {
+            self.learn(0);
+        }
+    }
+
+    /// The current spin budget in nanoseconds (0 when spinning cannot pay).
+    pub(crate) fn budget_ns(&self) -> u32 {
+        if !spinning_can_pay() {
+            return 0;
+        }
+        let budget = self.learned_ns.load(Ordering::Relaxed).saturating_mul(2);
+        if budget < MIN_SPIN_NS {
+            0
+        } else {
+            budget.min(MAX_SPIN_NS)
+        }
+    }
+
+    /// The spin budget for a wait that ends at `deadline`: [`budget_ns`](Spinner::budget_ns),
+    /// cut to the time left (0 once it has passed).
+    pub(crate) fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
+        match deadline {
+            Some(deadline) => clamp_to_remaining(self.budget_ns(), deadline.remaining()),
+            None => self.budget_ns(),
+        }
+    }
+
+    /// The spin itself: `done` after each run of hints (doubling up to
+    /// `MAX_PAUSES_BETWEEN_LOOKS`) until it holds or the budget, cut at `deadline`, runs out.
+    #[cold]
+    fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
+        if MODEL_CHECKED {
+            return done();
+        }
+        let budget = self.budget_ns_before(deadline);
+        if budget == 0 {
+            count(Tally::HandOffSkipped);
+            return false;
+        }
+        let ns_per_hint = machine().ns_per_hint;
+        let max_hints = (budget / ns_per_hint).max(1);
+        let mut hints = 0;
+        let mut run = 1;
+        while hints < max_hints {
+            for _ in 0..run {
+                core::hint::spin_loop();
+            }
+            hints += run;
+            if done() {
+                // A spin that won says spinning pays, however quickly it won: it teaches at
+                // least the shortest budget worth spinning, never to stop spinning.
+                self.learn(hints.saturating_mul(ns_per_hint).max(MIN_SPIN_NS));
+                count(Tally::HandOffWon);
+                return true;
+            }
+            run = (run * 2).min(MAX_PAUSES_BETWEEN_LOOKS);
+            // The budget counts hints, not the looks' own cost: a timed wait re-checks its
+            // clock once per longest run.
+            if run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
+                break;
+            }
+        }
+        count(Tally::HandOffLost);
+        false
+    }
+
+    fn learn(&self, sample_ns: u32) {
+        let learned = self.learned_ns.load(Ordering::Relaxed);
+        let next = if sample_ns >= learned {
+            learned + (sample_ns - learned) / 8
+        } else {
+            learned - (learned - sample_ns) / 8
+        };
+        self.learned_ns.store(next, Ordering::Relaxed);
+    }
+}
+
+std::thread_local! {
+    /// The spinner of hand-off waits that have no state of their own to learn in (a raw
+    /// [`swap`](crate::swap::swap)): a thread in a request/response loop sees consistent
+    /// partner latencies. It starts by not spinning: a thread spins only once its own sleeps
+    /// have been short.
+    static THREAD_SPINNER: Spinner = const { Spinner::learning_from(0) };
+}
+
+/// Runs `f` with this thread's own [`Spinner`].
+pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
+    THREAD_SPINNER.with(f)
+}
+
+std::thread_local! {
+    /// This thread's count of involuntary context switches at its last sleep.
+    static SWITCHES_AT_LAST_SLEEP: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether this thread was preempted (switched out involuntarily) since it last asked: then
+/// another runnable thread wanted its CPU, and spinning on it takes CPU time from someone. A
+/// thread of a pair on an otherwise idle machine is not preempted; on a machine whose CPUs are
+/// all wanted, a spinner is, soon. Asked after a sleep, which has already cost a system call.
+fn preempted_since_last_sleep() -> bool {
+    let now = crate::futex::sys::thread::involuntary_switches();
+    SWITCHES_AT_LAST_SLEEP.with(|last| last.replace(now) < now)
+}
+
+/// What [`record_hand_over_cpu`] returns, and a CPU word holds, where no CPU is known.
+pub(crate) const NO_CPU: u32 = u32::MAX;
+
+/// Records in `word` the CPU this thread hands a turn over from, for the partner's
+/// [`partner_may_be_running`], and returns it. The word is written only when it changes: the
+/// partner reads it at every wait, and a line written at every hand-over would move between
+/// the CPUs with the turn. Under a model checker it returns [`NO_CPU`] and leaves the word
+/// alone: a model's executions must not depend on where its threads really run.
+pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
+    use crate::atomic::Ordering::Relaxed;
+    if MODEL_CHECKED {
+        return NO_CPU;
+    }
+    let cpu = crate::futex::sys::thread::current_cpu();
+    if word.load(Relaxed) != cpu {
+        word.store(cpu, Relaxed);
+    }
+    cpu
+}
+
+/// The CPU this thread runs on, as the hand-off rule compares it ([`partner_may_be_running`]):
+/// [`NO_CPU`] under a model checker.
+pub(crate) fn hand_off_cpu() -> u32 {
+    if MODEL_CHECKED {
+        NO_CPU
+    } else {
+        crate::futex::sys::thread::current_cpu()
+    }
+}
+
+/// Whether a hand-off's waiter, which last handed the turn over from `my_cpu`, should spin
+/// for a partner that last handed it over from the CPU in `partner_cpu` (its
+/// [`record_hand_over_cpu`] word): not when both are the same CPU. The partner, woken onto
+/// that CPU or preempted there, then waits for the very CPU the spin would keep. Either CPU
+/// unknown ([`NO_CPU`], which is also what a model checker's waiter has, so the word is not
+/// read there): spin as ever. The word may be in memory a peer process writes: any value only
+/// decides whether to spin.
+pub(crate) fn partner_may_be_running(partner_cpu: &crate::atomic::AtomicU32, my_cpu: u32) -> bool {
+    if my_cpu == NO_CPU
+        || !on_one_known_cpu(partner_cpu.load(crate::atomic::Ordering::Relaxed), my_cpu)
+    {
+        return true;
+    }
+    count(Tally::HandOffSkipped);
+    false
+}
+
+/// Whether two recorded CPUs are the same known one.
+fn on_one_known_cpu(a: u32, b: u32) -> bool {
+    a == b && a != NO_CPU
+}
+
+/// A spin budget of `budget_ns` cut to `remaining`, the time left before a deadline.
+fn clamp_to_remaining(budget_ns: u32, remaining: Duration) -> u32 {
+    u32::try_from(remaining.as_nanos()).map_or(budget_ns, |left| budget_ns.min(left))
+}
+
+/// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
+/// with kernel `FUTEX2_SPIN` where probed and enabled (the kernel spins while the owner runs,
+/// then sleeps), otherwise `spinner`'s bounded spin and then a futex wait. `Ok(())` once the word changed or a wake arrived (possibly spuriously: re-check).
+///
+/// ```
+/// use std::sync::atomic::Ordering;
+/// use std::sync::Arc;
+/// use futexkit::futex::Futex;
+/// use futexkit::spin::{wait_on_owner, Spinner};
+///
+/// let owner_tid = 4242; // in real use: the owner's gettid()
+/// let word = Arc::new(Futex::new(owner_tid));
+/// let owner = {
+///     let word = Arc::clone(&word);
+///     std::thread::spawn(move || {
+///         word.store(0, Ordering::Release); // the owner lets go...
+///         word.wake(1).unwrap();            // ...and wakes a sleeping waiter
+///     })
+/// };
+/// let spinner = Spinner::new();
+/// while word.load(Ordering::Acquire) == owner_tid {
+///     wait_on_owner(&word, owner_tid, &spinner, None).unwrap();
+/// }
+/// owner.join().unwrap();
+/// ```
+///
+/// # Errors
+///
+/// [`Error::TimedOut`] at the deadline; with `FUTEX2_SPIN`, [`Error::PermissionDenied`] if the
+/// owner is a kernel thread.
+pub fn wait_on_owner<S: Scope>(
+    word: &Futex<S>,
+    owner_tid: u32,
+    spinner: &Spinner,
+    deadline: Option<Deadline>,
+) -> Result<(), Error> {
+    if crate::futex::capabilities().has(crate::futex::Capability::Spin) {
+        match crate::futex::futex2::wait_spinning_on_owner(word, owner_tid, deadline) {
+            Err(Error::ValueChanged) => return Ok(()),
+            // The probe said yes but the call disagrees: use the user-space policy.
+            Err(Error::Unsupported | Error::InvalidArgument) => {}
+            other => return other,
+        }
+    }
+    spinner.wait_on(word, owner_tid, deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hand_off_waiter_skips_its_spin_only_for_a_partner_on_its_own_known_cpu() {
+        assert!(on_one_known_cpu(3, 3));
+        assert!(!on_one_known_cpu(3, 4));
+        // An unknown CPU on either side (none recorded yet, or sched_getcpu failed): spin.
+        assert!(!on_one_known_cpu(NO_CPU, 3));
+        assert!(!on_one_known_cpu(3, NO_CPU));
+        assert!(!on_one_known_cpu(NO_CPU, NO_CPU));
+    }
+
+    #[test]
+    #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
+    fn a_hand_over_records_the_cpu_it_runs_on() {
+        let word = crate::atomic::AtomicU32::new(NO_CPU);
+        let cpu = record_hand_over_cpu(&word);
+        assert_eq!(word.load(Ordering::Relaxed), cpu);
+        assert_ne!(cpu, NO_CPU, "sched_getcpu failed");
+    }
+
+    #[test]
+    fn sleeps_teach_the_budget() {
+        let s = Spinner::new();
+        assert!(s.budget_ns() <= MAX_SPIN_NS);
+        // Sleeps beyond the cap teach it not to spin.
+        for _ in 0..100 {
+            s.learn_from_sleep(Duration::from_secs(1), false);
+        }
+        assert_eq!(s.budget_ns(), 0);
+        if !spinning_can_pay() {
+            return;
+        }
+        // Sleeps within the cap, and longer than the spin before them, teach it to spin.
+        s.learn_from_sleep(Duration::from_micros(60), false);
+        s.learn_from_sleep(Duration::from_micros(60), false);
+        let budget = s.budget_ns();
+        assert!(budget > 0 && budget <= MAX_SPIN_NS);
+        // A sleep shorter than the spin before it: the spin kept the partner from running.
+        s.learn_from_sleep(Duration::from_nanos(u64::from(budget) / 2), false);
+        assert_eq!(s.budget_ns(), 0, "forgotten");
+        // Preemption since the last sleep: other threads want the CPU.
+        s.learn_from_sleep(Duration::from_micros(60), false);
+        assert!(s.budget_ns() > 0);
+        s.learn_from_sleep(Duration::from_micros(60), true);
+        assert_eq!(s.budget_ns(), 0, "forgotten after a preemption");
+    }
+
+    #[test]
+    fn spins_that_win_at_once_keep_the_spinner_spinning() {
+        if machine().spin_wait_hints == 0 {
+            return;
+        }
+        // A partner that always answers by the first look: every spin wins after one hint,
+        // which takes far less than the shortest budget. Winning must not teach to stop.
+        let s = Spinner::new();
+        for _ in 0..1_000 {
+            let mut looks = 0;
+            assert!(s.spin_until(|| {
+                looks += 1;
+                looks >= 2
+            }));
+        }
+        assert!(s.budget_ns() >= MIN_SPIN_NS, "budget {}", s.budget_ns());
+    }
+
+    #[test]
+    fn a_deadline_cuts_the_spin() {
+        assert_eq!(clamp_to_remaining(100_000, Duration::from_micros(3)), 3_000);
+        assert_eq!(clamp_to_remaining(100_000, Duration::from_secs(1)), 100_000);
+        assert_eq!(
+            clamp_to_remaining(100_000, Duration::from_secs(3600)),
+            100_000
+        );
+        assert_eq!(clamp_to_remaining(100_000, Duration::ZERO), 0);
+        let s = Spinner::new();
+        let passed = Deadline::after(Duration::ZERO);
+        assert_eq!(s.budget_ns_before(Some(passed)), 0);
+        let far = Deadline::after(Duration::from_secs(3600));
+        assert!(s.budget_ns_before(Some(far)) <= MAX_SPIN_NS);
+    }
+
+    #[test]
+    fn only_a_timeout_beyond_the_cap_teaches() {
+        let s = Spinner::new();
+        s.record_timeout(Duration::from_micros(1));
+        assert_eq!(s.learned_ns.load(Ordering::Relaxed), INITIAL_LEARNED_NS);
+        s.record_timeout(Duration::from_millis(5));
+        assert!(s.learned_ns.load(Ordering::Relaxed) < INITIAL_LEARNED_NS);
+    }
+
+    #[test]
+    fn spin_until_reports_the_condition() {
+        let s = Spinner::new();
+        assert!(s.spin_until(|| true));
+        assert!(!s.spin_until(|| false));
+        let mut n = 0;
+        // Holds on the third check, well within any budget; when spinning cannot pay the
+        // condition is checked once, and under a model checker a spin is one more look.
+        let held = s.spin_until(|| {
+            n += 1;
+            n >= 3
+        });
+        if held {
+            assert_eq!(n, 3);
+        } else {
+            assert!(n <= 2, "{n} checks without spinning");
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The rule of a waiter for a notify (`spin_for_notify`: Condvar and Barrier waits): spin a
+//! lock's budget (`SPIN_WAIT_NS`) only while its thread's spins have been paying (credit: +2 a
+//! won spin, -1 a lost one, 0 after a preempted one), or after a notify of its own found its
+//! waiters awake while every runnable thread has a CPU; without either, probe once in
+//! `NOTIFY_PROBE_EVERY` waits, a probe right after a notify that woke a sleeper going on up to
+//! `MAX_SPIN_NS` while every runnable thread has a CPU (`/proc/loadavg`). Credit is per thread,
+//! so a Condvar keeps std's size. A barrier's waiter spins only where all parties can run at
+//! once.
+//!
+//! A notify waiter reads the clock around each budget, and `/proc/loadavg` at most once a
+//! millisecond per process (a long probe: between budgets; open, read, close).
+//!
+//! ## State
+//!
+//! | state | kept | meaning | changed by |
+//! |-------|------|---------|------------|
+//! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
+//! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
+//! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
+//! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
+//! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait that a notify finding its waiters awake would make spin |
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::decisions::{count, Tally};
+use super::{machine, usable_cpus, SpinWait, MAX_SPIN_NS, SPIN_WAIT_NS};
+use crate::futex::sys::MODEL_CHECKED;
+use crate::futex::Deadline;
+
+/// What a thread's recent waits for a notify ([`spin_for_notify`]) taught: `credit` says how
+/// well its spins have been paying (0: not at all; spinning stops), `skipped` counts waits
+/// since its last spin, so that a thread that stopped still probes once in
+/// `NOTIFY_PROBE_EVERY` waits and finds out when spinning would pay again; `last_notify` says
+/// what its latest notify since its last decision found ([`notified`]), and `preempted` that
+/// its last spin was preempted (which a notify that found its waiters awake does not override).
+struct NotifyHistory {
+    credit: core::cell::Cell<u8>,
+    skipped: core::cell::Cell<u8>,
+    last_notify: core::cell::Cell<LastNotify>,
+    preempted: core::cell::Cell<bool>,
+}
+
+/// What a thread's latest notify found, until its next wait for a notify decides.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LastNotify {
+    /// No notify since the last decision.
+    None,
+    /// It woke nobody from a sleep: its waiters, if any, are running.
+    FoundAwake,
+    /// It woke a sleeping thread, which is likely the one to answer this thread's next wait.
+    WokeSleeper,
+}
+
+/// The most credit a run of winning spins builds up: that many losing spins in a row stop it.
+const MAX_NOTIFY_CREDIT: u8 = 8;
+/// A spin that won earns this much credit, one that lost costs 1: spinning goes on while at
+/// least one spin in three wins (a win saves a sleep and a wake, which cost more than the
+/// spin's budget; a loss wastes the budget).
+const NOTIFY_WIN_CREDIT: u8 = 2;
+/// A budget of a notify spin that lasted this long was preempted: its hints take
+/// `SPIN_WAIT_NS`, and a few times that leaves room for the looks themselves and a slow clock
+/// read, not for a time slice given to another thread. Measured with two clock reads, so no
+/// system call.
+const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
+/// A thread whose spins stopped paying still probes once in this many waits.
+const NOTIFY_PROBE_EVERY: u8 = 16;
+
+/// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
+/// most the CPUs the system has online (`/proc/loadavg` counts the whole system's threads, so
+/// a process confined to some CPUs learns whether the machine has one to spare, not whether
+/// its own do). Then a spin takes no CPU that another thread wants. False where the count
+/// cannot be read. Three system calls, so asked only by a long probe, between its budgets, and
+/// through `every_runnable_thread_had_a_cpu_lately`, about once a millisecond.
+fn every_runnable_thread_has_a_cpu() -> bool {
+    crate::futex::sys::thread::runnable_threads()
+        .is_some_and(|n| n as usize <= machine().online_cpus)
+}
+
+/// `every_runnable_thread_has_a_cpu` as seen at most a millisecond ago, asked again once the
+/// latest look is older: `LATEST_RUNNABLE_LOOK` holds that look's millisecond (counted from 1
+/// at the policy's first look, `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`). Threads
+/// that ask within one millisecond share one answer (two that race may both look), so a
+/// thread that waits often pays a clock read for the question, and the file read about once a
+/// millisecond per process.
+fn every_runnable_thread_had_a_cpu_lately() -> bool {
+    static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
+    static FIRST_RUNNABLE_LOOK: OnceLock<Instant> = OnceLock::new();
+    let millisecond = FIRST_RUNNABLE_LOOK
+        .get_or_init(Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1;
+    if let Some(answer) = answer_of_look(LATEST_RUNNABLE_LOOK.load(Ordering::Relaxed), millisecond)
+    {
+        return answer;
+    }
+    let answer = every_runnable_thread_has_a_cpu();
+    LATEST_RUNNABLE_LOOK.store(runnable_look(millisecond, answer), Ordering::Relaxed);
+    answer
+}
+
+/// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
+/// its answer in bit 0. The word 0 is no look.
+fn runnable_look(millisecond: u64, answer: bool) -> u64 {
+    millisecond << 1 | u64::from(answer)
+}
+
+/// The answer of the look `look` if it was made in `millisecond`, else `None`.
+fn answer_of_look(look: u64, millisecond: u64) -> Option<bool> {
+    (look >> 1 == millisecond).then_some(look & 1 == 1)
+}
+
+std::thread_local! {
+    static NOTIFY_HISTORY: NotifyHistory = const {
+        NotifyHistory {
+            credit: core::cell::Cell::new(0),
+            skipped: core::cell::Cell::new(0),
+            last_notify: core::cell::Cell::new(LastNotify::None),
+            preempted: core::cell::Cell::new(false),
+        }
+    };
+}
+
+/// The spin of a wait for another thread's notify (a Condvar's wait, a Barrier's): spins a
+/// lock waiter's budget (`SPIN_WAIT_NS`; a probe after a hand-off, several) until `done`
+/// holds, and returns whether it did; or does not spin at all (calling `done` once) where
+/// spinning has not been paying.
+///
+/// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin is the
+/// short, fixed one of a lock waiter, never learned longer. Whether to spin at all is learned per
+/// thread (a thread's waits tend to be of one kind: a worker waiting for jobs, one side of a
+/// ping-pong): spins that win earn credit and spins that lose cost it, and a spin one of whose
+/// budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
+/// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
+/// anyway when a notify of its thread found its waiters awake since its last decision (unless its
+/// last spin was preempted, or threads wait for CPUs: where they do, a notify that woke nobody more
+/// often means nobody waits), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe: one budget,
+/// or, right after a notify of its thread woke a sleeper (a hand-off: the woken thread is likely
+/// the one to answer), budget after budget up to `MAX_SPIN_NS` in all, each after the first only
+/// while every runnable thread has a CPU, none was preempted and the deadline has not passed. Only
+/// such a probe outlasts a wake-up, so only it can find that two threads taking turns would answer
+/// each other while spinning. No budget grows with what a wait took.
+pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
+    if done() {
+        return true;
+    }
+    if machine().spin_wait_hints == 0 || deadline.is_some_and(|d| d.has_passed()) {
+        count(Tally::NotifySkipped);
+        return false;
+    }
+    // None: sleep at once; Some(long): spin one budget of `SPIN_WAIT_NS`, or, if `long`,
+    // budget after budget while the probe's conditions hold.
+    let spin = NOTIFY_HISTORY.with(|h| {
+        let last_notify = h.last_notify.replace(LastNotify::None);
+        if h.credit.get() > 0
+            || (last_notify == LastNotify::FoundAwake
+                && !h.preempted.get()
+                && every_runnable_thread_had_a_cpu_lately())
+        {
+            return Some(false);
+        }
+        let skipped = h.skipped.get() + 1;
+        h.skipped.set(skipped % NOTIFY_PROBE_EVERY);
+        (skipped == NOTIFY_PROBE_EVERY).then_some(last_notify == LastNotify::WokeSleeper)
+    });
+    let Some(long) = spin else {
+        count(Tally::NotifySkipped);
+        return false;
+    };
+    let started = Instant::now();
+    let (won, preempted) = loop {
+        let budget_started = Instant::now();
+        let mut spin = SpinWait::new();
+        let won = loop {
+            if !spin.spin_run() {
+                break false;
+            }
+            if done() {
+                break true;
+            }
+        };
+        let preempted = budget_started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
+        if won
+            || preempted
+            || !long
+            || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
+            || deadline.is_some_and(|d| d.has_passed())
+            || !every_runnable_thread_has_a_cpu()
+        {
+            break (won, preempted);
+        }
+    };
+    NOTIFY_HISTORY.with(|h| {
+        h.preempted.set(preempted);
+        let credit = h.credit.get();
+        h.credit.set(if preempted {
+            0
+        } else if won {
+            (credit + NOTIFY_WIN_CREDIT).min(MAX_NOTIFY_CREDIT)
+        } else {
+            credit.saturating_sub(1)
+        });
+    });
+    count(if won {
+        Tally::NotifyWon
+    } else {
+        Tally::NotifyLost
+    });
+    won
+}
+
+/// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's release)
+/// did: `woken` sleepers it woke. None: its waiters, if any, are running, so this thread's next
+/// wait for a notify spins, credit or not, while every runnable thread has a CPU. Some: the next
+/// wait is likely for the answer of a thread it woke, so if that wait probes, the probe may outlast
+/// the wake-up ([`spin_for_notify`]). A policy input only: the notify itself is complete. It
+/// measures nothing (a notify never starts the policy's one-time measurement of the machine) and
+/// does nothing under a model checker or where the thread's locals are gone.
+#[inline]
+pub(crate) fn notified(woken: usize) {
+    if !MODEL_CHECKED {
+        let last_notify = if woken == 0 {
+            LastNotify::FoundAwake
+        } else {
+            LastNotify::WokeSleeper
+        };
+        let _ = NOTIFY_HISTORY.try_with(|h| h.last_notify.set(last_notify));
+    }
+}
+
+/// The spin of a barrier's waiter, waiting for the rest of `parties` to arrive:
+/// [`spin_for_notify`]'s, where all parties can run at once (no more of them than usable
+/// CPUs); else none, as the last arrival cannot come while the others spin on every CPU.
+pub(crate) fn spin_for_arrivals(parties: usize, done: impl FnMut() -> bool) -> bool {
+    parties <= usable_cpus() && spin_for_notify(None, done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_look_at_the_runnable_threads_answers_within_its_millisecond_only() {
+        assert_eq!(answer_of_look(0, 1), None, "no look yet");
+        for answer in [false, true] {
+            let look = runnable_look(7, answer);
+            assert_ne!(look, 0);
+            assert_eq!(answer_of_look(look, 7), Some(answer));
+            assert_eq!(
+                answer_of_look(look, 8),
+                None,
+                "a later millisecond asks again"
+            );
+            assert_eq!(answer_of_look(look, 6), None);
+        }
+    }
+}
