@@ -379,8 +379,8 @@ pub const FUTEX2_SPIN_BESIDE_MPOL: u32 = 0x10;
 /// waiter, the caller spins in the kernel while the owner runs, then sleeps. `Ok(())` on a wake,
 /// whether it came during the spin or the sleep (possibly spuriously: re-check); a word that no
 /// longer holds `owner_tid` when the call queues gives [`Error::ValueChanged`], as [`wait`]
-/// does. Most callers want [`crate::spin::wait_on_owner`], which takes a spinner place and
-/// falls back to the user-space policy where this is missing.
+/// does. Most callers want [`crate::spin::wait_on_owner`], which falls back to the user-space
+/// policy where this is missing.
 ///
 /// # Errors
 ///

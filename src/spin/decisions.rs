@@ -1,11 +1,11 @@
 //! What the spin policy decided, counted: each thread counts for itself and adds its counts to
-//! the process's every `FLUSH_EVERY` decisions and when it exits ([`decisions`]).
+//! the process's every `FLUSH_EVERY` decisions and when it exits ([`decisions()`]).
 //!
 //! ## State
 //!
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
-//! | `TALLIES` | per thread | counts not yet added to `TOTALS` | every decision; emptied every `FLUSH_EVERY` and at the thread's exit |
+//! | `TALLIES` | per thread | counts not yet added to `TOTALS` | every decision; emptied every `FLUSH_EVERY`, at the thread's exit, and by its call of `decisions` |
 //! | `TOTALS` | per process | the counts added so far | a thread's flush |
 
 use core::fmt;
@@ -18,10 +18,11 @@ use crate::futex::sys::MODEL_CHECKED;
 /// count of yields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Decisions {
-    /// Lock waiters (Mutex, RwLock, and [`SpinWait`](super::SpinWait) users). Their spin stops early when the
-    /// lock changes (it was released, or a waiter went to sleep on it), which is counted as
-    /// won; one that spends its budget sleeps, and is counted as lost. When to skip the spin
-    /// is the lock's own rule (not while threads sleep on it), so `skipped` stays 0.
+    /// Lock waiters (Mutex, RwLock, and [`SpinWait`](super::SpinWait) users). Their spin
+    /// stops early when the lock changes (it was released, or a waiter went to sleep on it),
+    /// which is counted as won; one that spends its budget sleeps, and is counted as lost.
+    /// When to skip the spin is the lock's own rule (not while threads sleep on it), so
+    /// `skipped` stays 0.
     pub lock: Outcomes,
     /// Waits for a notify (Condvar, Barrier).
     pub notify: Outcomes,

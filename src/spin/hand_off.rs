@@ -2,8 +2,10 @@
 //! and its server): spin twice the moving average of its sleeps (`learned += (sample -
 //! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; forget what it learned
 //! when its thread was preempted or a sleep was shorter than the spin before it (the spin kept
-//! the partner from running). A spinner serves one waiter at a time (each side of a hand-off
-//! has its own: a Parker's owner, a FlipCall endpoint, a thread for raw `swap`). A FlipCall or
+//! the partner from running). There is no limit on spinners: futexkit gives each side of a
+//! hand-off a spinner of its own (a Parker's owner, a FlipCall endpoint, a thread for raw
+//! `swap`), so one thread spins on each; threads that share one all spin, and share what it
+//! learns (a race on the average costs a sample, nothing more). A FlipCall or
 //! Parker waiter on the CPU its partner last handed over from does not spin
 //! (`partner_may_be_running`). A hand-off waiter reads a clock and its thread's preemption
 //! count only around a sleep.
@@ -40,7 +42,11 @@ const INITIAL_LEARNED_NS: u32 = 5_000;
 /// spinning would pay.)
 const MIN_SPIN_NS: u32 = 200;
 
-/// Adaptive spin state for one side of a hand-off (4 bytes).
+/// Adaptive spin state for one side of a hand-off (4 bytes): it spins twice the moving average
+/// of its waits' sleeps, at most 100 us, and forgets what it learned when its thread was
+/// preempted since its last sleep or a sleep was shorter than the spin before it (the spin kept
+/// the partner from running). Nothing spins with one usable CPU. Meant for one waiting thread
+/// at a time (each side of a hand-off its own); threads that share one all spin.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,7 +84,7 @@ impl Spinner {
 
     /// Spins until `done` returns true or this spinner's budget runs out; returns whether
     /// `done` held. Calls `done` at least once, and does not spin at all when spinning cannot
-    /// pay (see the module documentation).
+    /// pay (one usable CPU, or what this spinner learned).
     #[inline]
     pub fn spin_until(&self, done: impl FnMut() -> bool) -> bool {
         self.spin_until_before(None, done)
@@ -331,7 +337,8 @@ fn clamp_to_remaining(budget_ns: u32, remaining: Duration) -> u32 {
 
 /// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
 /// with kernel `FUTEX2_SPIN` where probed and enabled (the kernel spins while the owner runs,
-/// then sleeps), otherwise `spinner`'s bounded spin and then a futex wait. `Ok(())` once the word changed or a wake arrived (possibly spuriously: re-check).
+/// then sleeps), otherwise `spinner`'s bounded spin and then a futex wait. `Ok(())` once the
+/// word changed or a wake arrived (possibly spuriously: re-check).
 ///
 /// ```
 /// use std::sync::atomic::Ordering;

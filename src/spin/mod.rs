@@ -1,52 +1,52 @@
 //! The wait policy every futexkit waiter shares: whether to spin before it sleeps, and how long.
 //!
-//! Sleeping costs a wake-up: a futex wake that must rouse an idle CPU takes tens of
-//! microseconds on a virtual machine, a hand-off between two running threads a fraction of one
-//! (`docs/design.md`, "Spinning", has the reasons and the measurements behind every rule).
-//! Spinning briefly therefore wins when the thread being waited for is running and about to
-//! act, and loses when it is not: the spinner burns a CPU that thread may need.
+//! Sleeping costs a wake-up, and a futex wake that must rouse an idle CPU costs far more than a
+//! hand-off between two running threads (`docs/design.md`, "Spinning", has the reasons and the
+//! measurements behind every rule). Spinning briefly therefore wins when the thread being
+//! waited for is running and about to act, and loses when it is not: the spinner burns a CPU
+//! that thread may need. No waiter yields its CPU in place of a sleep: a yield queues the
+//! waiter behind whatever else is runnable, which costs a server's tail latency, and user
+//! space cannot tell whether the thread a yield hands the CPU to is the one it waits for.
 //!
 //! ## One rule per kind of waiter
 //!
 //! | waiter | rule | where |
 //! |--------|------|-------|
-//! | a lock (the Mutex, the RwLock, the shared Mutex) | [`SpinWait::spin`]: a fixed `SPIN_WAIT_NS` budget, only while nobody sleeps on the lock, then sleep | this file |
+//! | a lock (the Mutex, the RwLock, the shared Mutex) | [`SpinWait`]: a fixed budget, then sleep | this file |
 //! | a compare-and-swap that lost to other threads | `back_off`: `2^losses` hints, no budget | this file |
 //! | a notify (Condvar, Barrier) | `spin_for_notify`: a lock's budget while its thread's spins pay, or a probe | `notify.rs` |
 //! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: twice the moving average of its sleeps, capped | `hand_off.rs` |
 //!
-//! What the policy decided is counted in `decisions.rs` ([`decisions`]).
-//!
-//! None of it is protocol state: a policy mistake costs time, never a wake-up. Each waiter's
-//! protocol reads its own words and asks the policy only how long to keep looking.
+//! What the policy decided is counted in `decisions.rs` ([`decisions()`]). None of it is
+//! protocol state: a policy mistake costs time, never a wake-up. Each waiter's protocol reads
+//! its own words and asks the policy only how long to keep looking. Nothing feeds on itself:
+//! lock and notify budgets are fixed and a probe is capped; a hand-off's budget follows its
+//! waits, and a spin that delays its partner resets it.
 //!
 //! ## The lock waiter's rule
 //!
 //! A lock asks [`SpinWait::spin`] only while nobody sleeps on it (a waiter that spins past
-//! sleepers takes the lock from them with a CPU they may need). It spins a fixed budget,
-//! `SPIN_WAIT_NS`, with exponential backoff between looks (each look pulls the lock's cache
-//! line from the thread about to release it), then the lock sleeps. Nothing is learned per
-//! lock (a lock is one word), and a waiter behind a blocked holder wastes at most the budget.
-//! No waiter yields its CPU in place of a sleep: a yield queues the waiter behind whatever
-//! else is runnable, which costs a server's tail latency, and user space cannot tell whether
-//! the thread a yield hands the CPU to is the one it waits for. A compare-and-swap that lost
-//! to other threads (readers adding themselves to a RwLock's count) pauses `2^losses` hints,
-//! at most `MAX_PAUSES_BETWEEN_LOOKS` (`back_off`): the word changed, so it is not a wait and
-//! has no budget.
+//! sleepers takes the lock from them with a CPU they may need), with a fresh `SpinWait` after
+//! each wake. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks
+//! (each look pulls the lock's cache line from the thread about to release it), then the lock
+//! sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a blocked
+//! holder wastes at most the budget. The spin reads one value measured once (`Machine`).
+//!
+//! A compare-and-swap that lost to other threads (readers adding themselves to a RwLock's
+//! count) pauses `2^losses` hints, at most `MAX_PAUSES_BETWEEN_LOOKS` (`back_off`): the word
+//! changed, so it is not a wait and has no budget.
 //!
 //! ## State
 //!
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
+//! | `SpinWait` | per spin between two sleeps | hints left in the budget, the next run's length | each look |
 //! | `Machine` | once per process | usable CPUs, CPUs online, a spin hint's cost, a lock spin's hints | measured at the first spin, never again |
-//! | `SpinWait` | per wait | hints left in the budget, the next run's length | each look |
 //!
 //! Spinning cannot pay with one usable CPU, nor under a model checker (a spin is one look
 //! there, so that models stay small: the seam's `MODEL_CHECKED`): `Machine` then holds a lock
-//! budget of 0. The machine's facts (usable CPUs, a spin hint's cost) are measured once, at the
-//! first spin: no kernel probe, no environment. Nothing feeds on itself: lock and notify
-//! budgets are fixed and a probe is capped; a hand-off's budget follows its waits, and a spin
-//! that delays its partner resets it.
+//! budget of 0. The machine's facts are measured once, at the first spin: no kernel probe, no
+//! environment.
 
 mod decisions;
 mod hand_off;
@@ -73,54 +73,6 @@ pub(crate) const SPIN_WAIT_NS: u32 = 4_000;
 
 /// The longest run of spin hints between two looks.
 const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;
-
-/// What spinning needs to know about the machine, measured once by [`machine`].
-struct Machine {
-    /// The CPUs this process may run on (its affinity mask when measured), at least 1.
-    usable_cpus: usize,
-    /// The CPUs the system has online, at least 1: what `/proc/loadavg`'s count of runnable
-    /// threads, which is the whole system's, is compared with.
-    online_cpus: usize,
-    /// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, at least 1.
-    ns_per_hint: u32,
-    /// Spin hints in a [`SpinWait`]'s budget: `SPIN_WAIT_NS` of them, 0 where spinning
-    /// cannot pay (one usable CPU, or a model checker).
-    spin_wait_hints: u32,
-}
-
-/// The machine's facts, measured at the first call: the affinity mask (one system call), the CPUs
-/// online (a file in sysfs, read by the C library) and the cost of a spin hint (x86's PAUSE costs
-/// about 10 cycles on older cores and about 140 on newer ones, so it is timed, not assumed).
-fn machine() -> &'static Machine {
-    static MACHINE: OnceLock<Machine> = OnceLock::new();
-    MACHINE.get_or_init(|| {
-        let usable_cpus = crate::futex::sys::thread::usable_cpus();
-        let online_cpus = crate::futex::sys::thread::online_cpus().unwrap_or(usable_cpus);
-        let ns_per_hint = time_spin_hint();
-        let spin_wait_hints = if MODEL_CHECKED || usable_cpus <= 1 {
-            0
-        } else {
-            (SPIN_WAIT_NS / ns_per_hint).max(1)
-        };
-        Machine {
-            usable_cpus,
-            online_cpus,
-            ns_per_hint,
-            spin_wait_hints,
-        }
-    })
-}
-
-/// The CPUs this process may use, as the spin policy measured them at its first spin.
-pub(crate) fn usable_cpus() -> usize {
-    machine().usable_cpus
-}
-
-/// Whether spinning can pay on this machine: more than one usable CPU.
-#[inline]
-fn spinning_can_pay() -> bool {
-    usable_cpus() > 1
-}
 
 /// A waiter's spin for a lock: `SPIN_WAIT_NS` of spin hints in exponentially growing runs,
 /// or none where spinning cannot pay.
@@ -168,11 +120,9 @@ impl SpinWait {
         }
     }
 
-    /// The lock waiter's rule: spins one run of hints (twice as long as the last) and returns
-    /// true, so that the caller looks at its lock again, while the `SPIN_WAIT_NS` budget
-    /// lasts; returns false once it is spent, so that the caller sleeps. The caller asks only
-    /// while nobody sleeps on its lock. A waiter behind a holder blocked for long (in I/O, say)
-    /// wastes at most the budget, then sleeps; it never yields its CPU instead.
+    /// Spins one run of hints (twice as long as the last) and returns true, so that the caller
+    /// looks at its lock again, while the `SPIN_WAIT_NS` budget lasts; false once it is spent,
+    /// so that the caller sleeps.
     #[inline]
     pub fn spin(&mut self) -> bool {
         if self.hints_left == 0 {
@@ -221,6 +171,54 @@ pub(crate) fn back_off(failures: u32) {
     for _ in 0..hints {
         core::hint::spin_loop();
     }
+}
+
+/// What spinning needs to know about the machine, measured once by [`machine`].
+struct Machine {
+    /// The CPUs this process may run on (its affinity mask when measured), at least 1.
+    usable_cpus: usize,
+    /// The CPUs the system has online, at least 1: what `/proc/loadavg`'s count of runnable
+    /// threads, which is the whole system's, is compared with.
+    online_cpus: usize,
+    /// The cost of one spin hint (`core::hint::spin_loop`) in nanoseconds, at least 1.
+    ns_per_hint: u32,
+    /// Spin hints in a [`SpinWait`]'s budget: `SPIN_WAIT_NS` of them, 0 where spinning
+    /// cannot pay (one usable CPU, or a model checker).
+    spin_wait_hints: u32,
+}
+
+/// The machine's facts, measured at the first call: the affinity mask (one system call), the CPUs
+/// online (a file in sysfs, read by the C library) and the cost of a spin hint (x86's PAUSE
+/// costs several times more on some cores than on others, so it is timed, not assumed).
+fn machine() -> &'static Machine {
+    static MACHINE: OnceLock<Machine> = OnceLock::new();
+    MACHINE.get_or_init(|| {
+        let usable_cpus = crate::futex::sys::thread::usable_cpus();
+        let online_cpus = crate::futex::sys::thread::online_cpus().unwrap_or(usable_cpus);
+        let ns_per_hint = time_spin_hint();
+        let spin_wait_hints = if MODEL_CHECKED || usable_cpus <= 1 {
+            0
+        } else {
+            (SPIN_WAIT_NS / ns_per_hint).max(1)
+        };
+        Machine {
+            usable_cpus,
+            online_cpus,
+            ns_per_hint,
+            spin_wait_hints,
+        }
+    })
+}
+
+/// The CPUs this process may use, as the spin policy measured them at its first spin.
+pub(crate) fn usable_cpus() -> usize {
+    machine().usable_cpus
+}
+
+/// Whether spinning can pay on this machine: more than one usable CPU.
+#[inline]
+fn spinning_can_pay() -> bool {
+    usable_cpus() > 1
 }
 
 /// The cost of one spin hint in nanoseconds: the best of three timed runs of 256 hints.

@@ -1,7 +1,8 @@
 //! The rule of a waiter for a notify (`spin_for_notify`: Condvar and Barrier waits): spin a
 //! lock's budget (`SPIN_WAIT_NS`) only while its thread's spins have been paying (credit: +2 a
 //! won spin, -1 a lost one, 0 after a preempted one), or after a notify of its own found its
-//! waiters awake while every runnable thread has a CPU; without either, probe once in
+//! waiters awake while every runnable thread has a CPU and its last spin was not preempted;
+//! without either, probe once in
 //! `NOTIFY_PROBE_EVERY` waits, a probe right after a notify that woke a sleeper going on up to
 //! `MAX_SPIN_NS` while every runnable thread has a CPU (`/proc/loadavg`). Credit is per thread,
 //! so a Condvar keeps std's size. A barrier's waiter spins only where all parties can run at
