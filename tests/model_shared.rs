@@ -175,6 +175,33 @@ fn shared_rwlock_readers_never_see_a_write_in_progress() {
     });
 }
 
+/// Readers crowding one reader slot (a model has one) beside a writer that waits for it: a
+/// writer woken on the slot that finds it taken again, and then free, passes its wake on to
+/// the reader still asleep there (shuttle only: four threads).
+#[test]
+#[cfg(futexkit_shuttle)]
+fn shared_rwlock_writer_woken_on_a_taken_slot_passes_its_wake_on() {
+    check(3, || {
+        let lock = Arc::new(RawSharedRwLock::new());
+        let mut work: Vec<Box<dyn FnOnce(&RawSharedRwLock) + Send>> = Vec::new();
+        work.push(Box::new(|lock| {
+            lock.write().unwrap();
+            // SAFETY: this thread holds the write lock.
+            unsafe { lock.write_unlock() };
+        }));
+        for _ in 0..3 {
+            work.push(Box::new(|lock| {
+                let (slot, _) = lock.read().unwrap();
+                model::thread::yield_now();
+                // SAFETY: this thread holds that read lock.
+                unsafe { lock.read_unlock(slot) };
+            }));
+        }
+        in_threads(&lock, work);
+        assert!(!lock.is_write_locked());
+    });
+}
+
 #[test]
 #[cfg(futexkit_shuttle)]
 fn shared_barrier_rounds_have_one_leader() {
