@@ -175,9 +175,9 @@ fn shared_rwlock_readers_never_see_a_write_in_progress() {
     });
 }
 
-/// Readers crowding one reader slot (a model has one) beside a writer that waits for it: a
-/// writer woken on the slot that finds it taken again, and then free, passes its wake on to
-/// the reader still asleep there (shuttle only: four threads).
+/// Three readers crowding the reader slots (a model has two) beside a writer that waits for
+/// one: a writer woken on a slot that finds it taken again, and then free, passes its wake on
+/// to the reader still asleep there (shuttle only: four threads).
 #[test]
 #[cfg(futexkit_shuttle)]
 fn shared_rwlock_writer_woken_on_a_taken_slot_passes_its_wake_on() {

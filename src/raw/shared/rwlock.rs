@@ -45,10 +45,10 @@ use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
 use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
 
 /// Readers that can hold a [`RawSharedRwLock`] at once without waiting for a slot.
-/// (Under a model checker, 1: a model's few readers then wait for a slot, as a crowd of
+/// (Under a model checker, 2: a model's few readers then wait for a slot, as a crowd of
 /// readers does.)
 pub const READER_SLOTS: usize = if crate::futex::sys::MODEL_CHECKED {
-    1
+    2
 } else {
     32
 };
