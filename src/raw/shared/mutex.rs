@@ -49,12 +49,12 @@
 //!
 //! ## Transitions
 //!
-//! * **lock**: free → this thread's id, keeping `OWNER_DIED`, by one CAS. Else, while the word
-//!   is held without `WAITERS`, spin ([`SpinWait`]); then set `WAITERS` and, if the word is
-//!   still held, sleep on what it holds, for at most `RECHECK`. Once woken, a thread takes the
-//!   word with `WAITERS`. A woken thread looks again before it minds its deadline, and passes
-//!   its wake on before it gives up (`WAITERS` on a held word, a wake on a free one), so a
-//!   wake it was given is never dropped.
+//! * **lock**: free → this thread's id, keeping `OWNER_DIED` (and then `WAITERS`), by one CAS.
+//!   Else, while the word is held without `WAITERS`, spin ([`SpinWait`]); then set `WAITERS`
+//!   and, if the word is still held, sleep on what it holds, for at most `RECHECK`. Once woken,
+//!   a thread takes the word with `WAITERS`. A woken thread looks again before it minds its
+//!   deadline, and passes its wake on before it gives up (`WAITERS` on a held word, a wake on
+//!   a free one), so a wake it was given is never dropped.
 //! * **unlock**: with `OWNER_DIED` set, store `NOT_RECOVERABLE` and wake all. Else clear the
 //!   owner and `WAITERS` (one `fetch_and`), and wake one sleeper if `WAITERS` was set. A
 //!   thread that took the word and leaves without touching the data (a look, a writer giving
