@@ -14,20 +14,24 @@ unsafe impl lock_api::RawMutex for RawMutex {
     type GuardMarker = lock_api::GuardNoSend;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock(&self) {
         RawMutex::lock(self);
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock(&self) -> bool {
         RawMutex::try_lock(self)
     }
 
+    #[inline]
     unsafe fn unlock(&self) {
         // SAFETY: lock_api calls this only for a lock the caller holds.
         unsafe { RawMutex::unlock(self) }
     }
 
+    #[inline]
     fn is_locked(&self) -> bool {
         RawMutex::is_locked(self)
     }
@@ -37,6 +41,7 @@ unsafe impl lock_api::RawMutex for RawMutex {
 // a release to that thread, with the same ordering); lock_api's default `bump` relocks.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawMutexFair for RawMutex {
+    #[inline]
     unsafe fn unlock_fair(&self) {
         // SAFETY: lock_api calls this only for a lock the caller holds.
         unsafe { RawMutex::unlock_fair(self) }
@@ -51,11 +56,13 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Instant = Instant;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_for(&self, timeout: Duration) -> bool {
         RawMutex::try_lock_for(self, timeout)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_until(&self, deadline: Instant) -> bool {
         RawMutex::try_lock_until(self, deadline)
     }
@@ -71,39 +78,47 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     type GuardMarker = lock_api::GuardNoSend;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock_shared(&self) {
         self.read();
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_shared(&self) -> bool {
         self.try_read()
     }
 
+    #[inline]
     unsafe fn unlock_shared(&self) {
         // SAFETY: lock_api calls this only for a read lock the caller holds.
         unsafe { self.read_unlock() }
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock_exclusive(&self) {
         self.write();
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_exclusive(&self) -> bool {
         self.try_write()
     }
 
+    #[inline]
     unsafe fn unlock_exclusive(&self) {
         // SAFETY: lock_api calls this only for the write lock the caller holds.
         unsafe { self.write_unlock() }
     }
 
+    #[inline]
     fn is_locked(&self) -> bool {
         RawRwLock::is_locked(self)
     }
 
+    #[inline]
     fn is_locked_exclusive(&self) -> bool {
         RawRwLock::is_locked_exclusive(self)
     }
@@ -112,6 +127,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 // SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
+    #[inline]
     unsafe fn downgrade(&self) {
         // SAFETY: lock_api calls this only for the write lock the caller holds.
         unsafe { RawRwLock::downgrade(self) }
@@ -126,21 +142,25 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Instant = Instant;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_shared_for(&self, timeout: Duration) -> bool {
         self.try_read_for(timeout)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_shared_until(&self, deadline: Instant) -> bool {
         self.try_read_until(deadline)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_exclusive_for(&self, timeout: Duration) -> bool {
         self.try_write_for(timeout)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_exclusive_until(&self, deadline: Instant) -> bool {
         self.try_write_until(deadline)
     }
@@ -153,27 +173,32 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock_upgradable(&self) {
         self.upgradable_read();
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_upgradable(&self) -> bool {
         self.try_upgradable_read()
     }
 
+    #[inline]
     unsafe fn unlock_upgradable(&self) {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.
         unsafe { self.upgradable_unlock() }
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn upgrade(&self) {
         // SAFETY: as above.
         unsafe { RawRwLock::upgrade(self) }
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn try_upgrade(&self) -> bool {
         // SAFETY: as above.
         unsafe { RawRwLock::try_upgrade(self) }
@@ -183,11 +208,13 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 // SAFETY: both downgrades change the caller's mode atomically, with no writer in between.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
+    #[inline]
     unsafe fn downgrade_upgradable(&self) {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.
         unsafe { RawRwLock::downgrade_upgradable(self) }
     }
 
+    #[inline]
     unsafe fn downgrade_to_upgradable(&self) {
         // SAFETY: lock_api calls this only for the write lock the caller holds.
         unsafe { RawRwLock::downgrade_to_upgradable(self) }
@@ -199,22 +226,26 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_upgradable_for(&self, timeout: Duration) -> bool {
         self.try_upgradable_read_for(timeout)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_upgradable_until(&self, deadline: Instant) -> bool {
         self.try_upgradable_read_until(deadline)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn try_upgrade_for(&self, timeout: Duration) -> bool {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.
         unsafe { RawRwLock::try_upgrade_for(self, timeout) }
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn try_upgrade_until(&self, deadline: Instant) -> bool {
         // SAFETY: as above.
         unsafe { RawRwLock::try_upgrade_until(self, deadline) }
@@ -226,12 +257,14 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
 // default `bump_*` relock.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockFair for RawRwLock {
+    #[inline]
     unsafe fn unlock_shared_fair(&self) {
         // SAFETY: lock_api calls this only for a read lock the caller holds. The last reader
         // out already keeps the lock from new readers for the writer it wakes.
         unsafe { self.read_unlock() }
     }
 
+    #[inline]
     unsafe fn unlock_exclusive_fair(&self) {
         // SAFETY: lock_api calls this only for the write lock the caller holds.
         unsafe { self.write_unlock_fair() }
@@ -241,6 +274,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 // SAFETY: as for `lock_api::RawRwLockFair`.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api")))]
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
+    #[inline]
     unsafe fn unlock_upgradable_fair(&self) {
         // SAFETY: lock_api calls this only for the upgradable read the caller holds.
         unsafe { self.upgradable_unlock() }

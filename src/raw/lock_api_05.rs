@@ -24,21 +24,25 @@ unsafe impl lock_api::RawMutex for RawMutex {
     type Guard = GuardNoSend;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock(&self) -> GuardNoSend {
         RawMutex::lock(self);
         GuardNoSend::new()
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock(&self) -> Option<GuardNoSend> {
         RawMutex::try_lock(self).then(GuardNoSend::new)
     }
 
+    #[inline]
     unsafe fn unlock(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of an acquisition the caller holds.
         unsafe { RawMutex::unlock(self) }
     }
 
+    #[inline]
     fn is_locked(&self) -> bool {
         RawMutex::is_locked(self)
     }
@@ -48,6 +52,7 @@ unsafe impl lock_api::RawMutex for RawMutex {
 // a release to that thread, with the same ordering); lock_api's default `bump` relocks.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawMutexFair for RawMutex {
+    #[inline]
     unsafe fn unlock_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of an acquisition the caller holds.
         unsafe { RawMutex::unlock_fair(self) }
@@ -61,11 +66,13 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Instant = Instant;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         RawMutex::try_lock_for(self, timeout).then(GuardNoSend::new)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         RawMutex::try_lock_until(self, deadline).then(GuardNoSend::new)
     }
@@ -84,16 +91,19 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     type RawMutex = RawMutex;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn wait(&self, mutex: &RawMutex, _guard: &mut GuardNoSend) {
         // SAFETY: lock_api's caller holds `mutex`.
         unsafe { RawCondvar::wait(self, mutex, None) };
     }
 
+    #[inline]
     fn notify_one(&self) -> bool {
         RawCondvar::notify_one(self);
         false
     }
 
+    #[inline]
     fn notify_all(&self) -> usize {
         RawCondvar::notify_all(self);
         0
@@ -103,11 +113,13 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
 // SAFETY: as for `RawCondvar`; a timed wait reports a timeout only once its deadline passed.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawCondvarTimed for RawCondvar {
+    #[inline]
     fn checked_duration_to_instant(timeout: &Duration) -> Option<Instant> {
         Instant::now().checked_add(*timeout)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn wait_until(
         &self,
         mutex: &RawMutex,
@@ -131,41 +143,49 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
     type ExclusiveGuard = GuardNoSend;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock_shared(&self) -> GuardNoSend {
         self.read();
         GuardNoSend::new()
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_shared(&self) -> Option<GuardNoSend> {
         self.try_read().then(GuardNoSend::new)
     }
 
+    #[inline]
     unsafe fn unlock_shared(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of a read lock the caller holds.
         unsafe { self.read_unlock() }
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock_exclusive(&self) -> GuardNoSend {
         self.write();
         GuardNoSend::new()
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_exclusive(&self) -> Option<GuardNoSend> {
         self.try_write().then(GuardNoSend::new)
     }
 
+    #[inline]
     unsafe fn unlock_exclusive(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of the write lock the caller holds.
         unsafe { self.write_unlock() }
     }
 
+    #[inline]
     fn is_locked(&self) -> bool {
         RawRwLock::is_locked(self)
     }
 
+    #[inline]
     fn is_locked_exclusive(&self) -> bool {
         RawRwLock::is_locked_exclusive(self)
     }
@@ -174,6 +194,7 @@ unsafe impl lock_api::RawRwLock for RawRwLock {
 // SAFETY: `downgrade` turns the caller's write lock into a read lock with no writer in between.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockDowngrade for RawRwLock {
+    #[inline]
     unsafe fn downgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: lock_api passes the guard state of the write lock the caller holds.
         unsafe { RawRwLock::downgrade(self) };
@@ -188,21 +209,25 @@ unsafe impl lock_api::RawRwLockTimed for RawRwLock {
     type Instant = Instant;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_shared_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_read_for(timeout).then(GuardNoSend::new)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_shared_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.try_read_until(deadline).then(GuardNoSend::new)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_exclusive_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_write_for(timeout).then(GuardNoSend::new)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_exclusive_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.try_write_until(deadline).then(GuardNoSend::new)
     }
@@ -218,22 +243,26 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     type UpgradableGuard = GuardNoSend;
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn lock_upgradable(&self) -> GuardNoSend {
         self.upgradable_read();
         GuardNoSend::new()
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_upgradable(&self) -> Option<GuardNoSend> {
         self.try_upgradable_read().then(GuardNoSend::new)
     }
 
+    #[inline]
     unsafe fn unlock_upgradable(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
         unsafe { self.upgradable_unlock() }
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn upgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: as above.
         unsafe { RawRwLock::upgrade(self) };
@@ -241,6 +270,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn try_upgrade(&self, guard: GuardNoSend) -> Result<GuardNoSend, GuardNoSend> {
         // SAFETY: as above.
         if unsafe { RawRwLock::try_upgrade(self) } {
@@ -254,12 +284,14 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
 // SAFETY: both downgrades change the caller's mode atomically, with no writer in between.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
+    #[inline]
     unsafe fn downgrade_upgradable(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
         unsafe { RawRwLock::downgrade_upgradable(self) };
         GuardNoSend::new()
     }
 
+    #[inline]
     unsafe fn downgrade_to_upgradable(&self, _guard: GuardNoSend) -> GuardNoSend {
         // SAFETY: lock_api passes the guard state of the write lock the caller holds.
         unsafe { RawRwLock::downgrade_to_upgradable(self) };
@@ -272,17 +304,20 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwLock {
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_upgradable_for(&self, timeout: Duration) -> Option<GuardNoSend> {
         self.try_upgradable_read_for(timeout).then(GuardNoSend::new)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     fn try_lock_upgradable_until(&self, deadline: Instant) -> Option<GuardNoSend> {
         self.try_upgradable_read_until(deadline)
             .then(GuardNoSend::new)
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn try_upgrade_for(
         &self,
         guard: GuardNoSend,
@@ -297,6 +332,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
     }
 
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     unsafe fn try_upgrade_until(
         &self,
         guard: GuardNoSend,
@@ -316,12 +352,14 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwLock {
 // default `bump_*` relock.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockFair for RawRwLock {
+    #[inline]
     unsafe fn unlock_shared_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of a read lock the caller holds. The last
         // reader out already keeps the lock from new readers for the writer it wakes.
         unsafe { self.read_unlock() }
     }
 
+    #[inline]
     unsafe fn unlock_exclusive_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of the write lock the caller holds.
         unsafe { self.write_unlock_fair() }
@@ -331,6 +369,7 @@ unsafe impl lock_api::RawRwLockFair for RawRwLock {
 // SAFETY: as for `lock_api::RawRwLockFair`.
 #[cfg_attr(docsrs, doc(cfg(feature = "lock_api_05")))]
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwLock {
+    #[inline]
     unsafe fn unlock_upgradable_fair(&self, _guard: GuardNoSend) {
         // SAFETY: lock_api passes the guard state of the upgradable read the caller holds.
         unsafe { self.upgradable_unlock() }

@@ -384,6 +384,7 @@ impl RawRwLock {
     ///
     /// As [`read`](RawRwLock::read).
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn upgradable_read(&self) {
         self.read_kind(UPGRADABLE_READ);
     }
@@ -497,6 +498,7 @@ impl RawRwLock {
     /// The calling thread must hold the upgradable read (taken with `upgradable_read` or a
     /// successful `try_upgradable_read*`, or by
     /// [`downgrade_to_upgradable`](RawRwLock::downgrade_to_upgradable)).
+    #[inline]
     pub unsafe fn upgradable_unlock(&self) {
         crate::deadlock::release(|| self.checked(), Mode::UpgradableRead);
         self.release_read(UPGRADABLE_READ);
