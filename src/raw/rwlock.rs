@@ -166,9 +166,9 @@ fn write_lockable(state: u32) -> bool {
 
 /// Whether the release of the upgradable read, from the word `before` it, should wake the
 /// readers (clearing `READERS_WAITING`, see [`without`]): if they sleep and upgradable readers
-/// may take it now. With writers waiting they may not,
-/// but in a read phase; and a phase admits only readers that slept when it opened, so they wait
-/// for the wake that comes with the writers' turn (invariant 6).
+/// may take it now. With writers waiting they may not, but in a read phase; and a phase admits
+/// only readers that slept when it opened, so they wait for the wake that comes with the
+/// writers' turn (invariant 6).
 fn upgradable_readers_may_come(before: u32) -> bool {
     before & (READERS_WAITING | WRITERS_WAITING) == READERS_WAITING
 }

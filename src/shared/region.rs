@@ -1,10 +1,10 @@
 //! Regions: a sealed memfd holding a header and named process-shared objects.
 //!
-//! ## Layout (version 2; integers in the machine's byte order)
+//! ## Layout (integers in the machine's byte order)
 //!
 //! ```text
 //! offset 0    magic          "FKshared"
-//!        8    version        2
+//!        8    version        VERSION
 //!        12   object_count   entries in the table below (at most MAX_OBJECTS)
 //!        16   region_len     the file's length in bytes (u64)
 //!        24   pid_namespace  the creator's pid namespace (its inode folded to 32 bits; 0: unknown)

@@ -132,7 +132,7 @@ pub fn measure(mechanism: Mechanism, round_trips: u64) -> Duration {
         mechanism,
         Mechanism::FutexWakeWaitOneCpu | Mechanism::ParkerOneCpu
     );
-    if pin && mechanism != Mechanism::FutexWakeWaitOneCpu {
+    if mechanism == Mechanism::ParkerOneCpu {
         // The spin policy counts the CPUs at a process's first spin: let that happen unpinned,
         // as in a process whose two threads merely land on one CPU.
         measure(Mechanism::Parker, 2);
