@@ -4,13 +4,14 @@
 #
 #   scripts/benchmarks.sh [--quick] [--against DIR] [--out FILE] [--only LIST]
 #   scripts/benchmarks.sh --export DIR
-#   scripts/benchmarks.sh --prebuilt DIR [--quick] [--out FILE] [--only LIST]
+#   scripts/benchmarks.sh --prebuilt DIR [--against DIR] [--quick] [--out FILE] [--only LIST]
 #
 # --quick    shorter runs (a smoke test of the script, not figures to quote)
 # --against  also build the examples of the futexkit checkout in DIR (say a previous release:
 #            `git worktree add /tmp/prev <rev>`) and add its futexkit figures beside this
 #            build's, from runs in the same session; the previous build's examples must take
-#            the same arguments (contention, condvar, hackbench, kvcompare, uncontended)
+#            the same arguments (contention, condvar, hackbench, kvcompare, uncontended); with
+#            --prebuilt, DIR is another --export's folder
 # --out      where to write (default docs/benchmarks.md; the file is replaced, not appended)
 # --only     a comma-separated list of the examples to run (pingpong,contention,...), and
 #            threadpool for the threadpool section; the others are left out
@@ -44,7 +45,6 @@ while [ $# -gt 0 ]; do
             ;;
     esac
 done
-[ -z "$prebuilt" ] || [ -z "$against" ] || { echo "$0: --prebuilt and --against do not mix" >&2; exit 2; }
 
 # wanted NAME: whether --only (if given) names NAME.
 wanted() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
@@ -61,7 +61,9 @@ fi
 if [ -n "$export_to" ]; then
     mkdir -p "$export_to"
     for source in examples/*.rs; do
-        cp "$ex/$(basename "$source" .rs)" "$export_to/"
+        # Examples that need a feature this build leaves out (Cargo.toml's required-features)
+        # are not built, and no section runs them.
+        [ ! -x "$ex/$(basename "$source" .rs)" ] || cp "$ex/$(basename "$source" .rs)" "$export_to/"
     done
     echo "$commit" >"$export_to/COMMIT"
     echo "exported the examples of $commit to $export_to" >&2
@@ -69,13 +71,18 @@ if [ -n "$export_to" ]; then
 fi
 prev_ex=""
 prev_commit=""
-if [ -n "$against" ]; then
+if [ -n "$against" ] && [ -n "$prebuilt" ]; then
+    prev_ex="$against"
+    prev_commit=$(cat "$against/COMMIT")
+elif [ -n "$against" ]; then
     (cd "$against" && cargo build --release --quiet --examples)
     prev_ex="$against/target/release/examples"
     prev_commit=$(git -C "$against" rev-parse --short HEAD)
 fi
 
 cpus=$(nproc)
+# The key-value server runs a worker per CPU, at least 4.
+kv_workers=$((cpus > 4 ? cpus : 4))
 model=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 virt=$( (lscpu 2>/dev/null || true) | sed -n 's/^Hypervisor vendor: *//p')
 [ -n "$virt" ] || virt=$(systemd-detect-virt --vm 2>/dev/null || true)
@@ -199,9 +206,9 @@ section "parking_lot's API on futexkit (futexkit::parking_lot) and on parking_lo
 note parking_lot_api "Reading: the same code, written against parking_lot's API, with only the import path changed (\`futexkit::parking_lot\`, \`parking_lot\` 0.13 or 0.12, built with \`--features lock_api_05\`); idle, then with a busy thread on every CPU. The upgrade rows are the workload upgradable reads exist for: look under a read that excludes other upgraders and writers, then write only if needed, with no writer in between."
 
 if [ -n "$quick" ]; then
-    section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5
+    section "A key-value server on each library (kvcompare)" kvcompare --rounds 1 --seconds 0.5 --workers "$kv_workers"
 else
-    section "A key-value server on each library (kvcompare)" kvcompare --rounds 3 --clients 16,64,256
+    section "A key-value server on each library (kvcompare)" kvcompare --rounds 3 --clients 16,64,256 --workers "$kv_workers"
 fi
 note kvcompare "Reading: the server and the load generator share this machine's CPUs over loopback, so a primitive that spins or yields takes CPU from the threads it waits for; p99 is the column to watch."
 
@@ -332,7 +339,7 @@ note seccomp_handoff "Reading: a filtered client thread's one intercepted call i
     echo "# Benchmarks"
     echo
     if [ -n "$prebuilt" ]; then
-        echo "Every table below comes from one run of \`scripts/benchmarks.sh --prebuilt DIR${quick:+ $quick}${only:+ --only ${only:1:-1}}\` on a machine without a Rust toolchain, with the examples that \`scripts/benchmarks.sh --export DIR\` built elsewhere; it regenerates this whole file (it is replaced, never appended)."
+        echo "Every table below comes from one run of \`scripts/benchmarks.sh --prebuilt DIR${against:+ --against PREVIOUS_DIR}${quick:+ $quick}${only:+ --only ${only:1:-1}}\` on a machine without a Rust toolchain, with the examples that \`scripts/benchmarks.sh --export DIR\` built elsewhere; it regenerates this whole file (it is replaced, never appended)."
     else
         echo "Every table below comes from one run of \`scripts/benchmarks.sh${quick:+ $quick}${against:+ --against DIR}${only:+ --only ${only:1:-1}}\`, which regenerates this whole file (it is replaced, never appended): run it on your own machine to get yours."
     fi
