@@ -2,37 +2,41 @@
 //!
 //! ## State
 //!
-//! [`RawMutex`] is one 32-bit futex word holding one of four values:
+//! [`RawMutex`] is one 32-bit futex word holding one of five values:
 //!
 //! | value       | meaning                              | set by                                  | left by |
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
-//! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) |
-//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper |
-//! | `HANDED`    | held in trust for a woken sleeper    | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
+//! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `STARVING`) |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `STARVING`) |
+//! | `STARVING`  | held; threads may sleep, and an untimed waiter passed over too long asks for the lock | that waiter (`src/fairness.rs` decides when) | the holder's unlock, which hands off |
+//! | `HANDED`    | held in trust for a thread that slept | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
 //!
 //! Invariants, kept by the transitions below:
 //!
 //! 1. **No lost wakeup.** A thread sleeps only through `futex_wait` on the value it saw,
-//!    `CONTENDED` or `HANDED`, so it is asleep only while the word holds one of them or a
-//!    release from `CONTENDED` has yet to wake it. Every release from `CONTENDED` wakes a
-//!    sleeper; that sleeper (or one that slept later) takes the lock back as `CONTENDED`,
-//!    never as `LOCKED`, so the unlock after it wakes the next. (As in std's futex mutex, a
-//!    thread that takes a lock released by such an unlock before the woken one runs takes it
-//!    as `LOCKED`; the woken one then finds it held and marks it `CONTENDED` again before it
-//!    sleeps.)
+//!    `CONTENDED`, `STARVING` or `HANDED`, so it is asleep only while the word holds one of
+//!    them or a release from one has yet to wake it. Every release from `CONTENDED` wakes a
+//!    sleeper, and every other unlock of a word that sleepers may be on hands the lock to a
+//!    thread that slept; that thread takes the lock as `CONTENDED`, never as `LOCKED`, so the
+//!    unlock after it wakes the next. (As in std's futex mutex, a thread that takes a lock
+//!    released by such an unlock before the woken one runs takes it as `LOCKED`; the woken one
+//!    then finds it held and marks it `CONTENDED` again before it sleeps.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
-//!    `CONTENDED`. So an unlock finds `LOCKED` (no wake owed: release, no syscall) or
-//!    `CONTENDED` (release and wake one, or hand off).
-//! 3. **A hand-off always has a claimer.** The unlock wakes one *untimed* sleeper before it
-//!    writes `HANDED`, and writes it only if that wake found one; else it releases. The woken
-//!    sleeper never gives up, so it comes back and claims `HANDED`, unless another thread back
-//!    from a sleep claimed it first. If it looked before `HANDED` was written and went back to
-//!    sleep on `CONTENDED`, the unlock's second wake, after writing `HANDED`, or the changed
-//!    word sends it (or another untimed sleeper) back to claim it. Timed waiters sleep with a
-//!    futex bitset of their own that hand-off wakes do not match, so a deadline never strands
-//!    a hand-off. Once `HANDED` is written the unlocking thread no longer owns the lock and
-//!    touches the word only by address: another thread may own it and free it by then.
+//!    `CONTENDED`, or `LOCKED` or `CONTENDED` into `STARVING`. So an unlock finds `LOCKED` (no
+//!    wake owed: release, no syscall), `CONTENDED` (release and wake one, or hand off; a CAS,
+//!    as a waiter may turn it `STARVING` meanwhile) or `STARVING` (hand off; only the holder
+//!    changes it).
+//! 3. **A hand-off always has a claimer.** `STARVING` is written only by an untimed waiter,
+//!    which never gives up: it claims `HANDED`, unless another thread back from a sleep claimed
+//!    it first. A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it
+//!    writes `HANDED`, and writes it only if that wake found one; else it releases. Either way,
+//!    if the claimer looked before `HANDED` was written and went back to sleep, the unlock's
+//!    second wake, after writing `HANDED`, or the changed word sends it (or another sleeper of
+//!    its kind) back to claim it. Timed waiters sleep with a futex bitset of their own that
+//!    hand-off wakes do not match, so a deadline never strands a hand-off. Once `HANDED` is
+//!    written the unlocking thread no longer owns the lock and touches the word only by
+//!    address: another thread may own it and free it by then.
 //!
 //! ## Transitions
 //!
@@ -40,20 +44,24 @@
 //!   (`RawMutex::lock_contended`): while the word is `LOCKED` (the holder is likely running,
 //!   nobody sleeps), spin ([`SpinWait`]) and take it when it turns `UNLOCKED`; then turn
 //!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
-//!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again.
-//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else (`CONTENDED`): release and wake one
-//!   sleeper; or, when a hand-off is wanted and an untimed sleeper was woken, write `HANDED`
-//!   and wake once more. A plain unlock wants one when the fairness policy says so, a fair
-//!   unlock (`unlock_fair`) always.
+//!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again. An
+//!   untimed waiter past the fairness bound turns a held word `STARVING` instead, and spins
+//!   for the hand-off before it sleeps again (on the `STARVING_WAITER` bitset).
+//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `STARVING`, write `HANDED` and
+//!   wake a `STARVING_WAITER` sleeper; from `CONTENDED`, release and wake one sleeper, or, for
+//!   a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED` and wake once
+//!   more.
 //!
-//! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], when to hand
-//! off in `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
+//! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], when a waiter
+//! asks for a hand-off in `src/fairness.rs`. Under a model checker the same code runs on the
+//! emulated futex.
 
 use core::fmt;
 use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
 use crate::deadlock::{LockId, Mode, Target, Wait};
+use crate::fairness::PassedOver;
 use crate::futex::{Deadline, Error, Futex};
 use crate::profile::LockKind;
 use crate::spin::SpinWait;
@@ -62,12 +70,16 @@ const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
 const HANDED: u32 = 3;
+const STARVING: u32 = 4;
 
-/// The futex bitset untimed waiters sleep with: the only ones a hand-off wakes.
-const UNTIMED_WAITER: u32 = 0b01;
+/// The futex bitset untimed waiters sleep with: the only ones a fair unlock's hand-off wakes.
+const UNTIMED_WAITER: u32 = 0b001;
 /// The futex bitset timed waiters sleep with.
-const TIMED_WAITER: u32 = 0b10;
-/// Wakes either kind of waiter.
+const TIMED_WAITER: u32 = 0b010;
+/// In the bitset of an untimed waiter past the fairness bound, beside `UNTIMED_WAITER`: the
+/// only ones a hand-off from `STARVING` wakes.
+const STARVING_WAITER: u32 = 0b100;
+/// Wakes any waiter.
 const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
 
 /// The lock without the data: one 32-bit futex word (its state table is at the top of
@@ -174,7 +186,8 @@ impl RawMutex {
             .is_ok()
     }
 
-    /// Releases the lock, waking a sleeping waiter if there is one.
+    /// Releases the lock, waking a sleeping waiter if there is one; or hands it to a waiter
+    /// that has gone without it for longer than the fairness bound (`src/fairness.rs`).
     ///
     /// # Safety
     ///
@@ -183,7 +196,7 @@ impl RawMutex {
     pub unsafe fn unlock(&self) {
         crate::deadlock::release(|| self.checked(), Mode::Exclusive);
         if !self.release_uncontended() {
-            self.unlock_contended(crate::fairness::hand_off_now());
+            self.unlock_contended(false);
         }
     }
 
@@ -193,8 +206,8 @@ impl RawMutex {
     /// lock_api's `unlock_fair`. It is not a queue: the kernel wakes sleepers in arrival
     /// order, but a woken thread that finds the lock claimed by another sleeps again behind
     /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
-    /// [`unlock`](RawMutex::unlock) hands off only now and then, so that no sleeper is passed
-    /// over for long.
+    /// [`unlock`](RawMutex::unlock) hands off only to a waiter that has gone without the lock
+    /// for longer than the fairness bound and asked for it.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never handed the lock, as
     /// one may give up at its deadline with the lock in trust for it: after a fair unlock with
@@ -245,18 +258,16 @@ impl RawMutex {
     }
 
     /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
-    /// again, until the lock is taken or `deadline` passes. Returns whether this thread holds
-    /// the lock.
+    /// again, until the lock is taken or `deadline` passes; an untimed waiter past the fairness
+    /// bound asks for the lock and spins for it. Returns whether this thread holds the lock.
     #[inline(always)]
     fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
-        let bitset = if deadline.is_some() {
-            TIMED_WAITER
-        } else {
-            UNTIMED_WAITER
-        };
         // Until this thread sleeps, it takes a free lock as LOCKED; after, as CONTENDED, since
         // others may sleep still and this thread's unlock must wake the next (invariant 1).
         let mut slept = false;
+        // Only untimed waiters ask: one that gave up would strand the hand-off (invariant 3).
+        let mut passed_over = PassedOver::new();
+        let mut asking = false;
         let mut spin = SpinWait::new();
         loop {
             let taken_as = if slept { CONTENDED } else { LOCKED };
@@ -267,6 +278,23 @@ impl RawMutex {
                     }
                     continue;
                 }
+                HANDED if slept => {
+                    if self.take(HANDED, CONTENDED) {
+                        return true;
+                    }
+                    continue;
+                }
+                held @ (LOCKED | CONTENDED) if asking => {
+                    // Nothing is acquired: Relaxed, as a waiter's LOCKED -> CONTENDED is.
+                    let _ = self.word.compare_exchange(
+                        held,
+                        STARVING,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                    continue;
+                }
+                STARVING if asking && spin.spin() => continue,
                 LOCKED if spin.spin() => continue,
                 LOCKED => {
                     if !self.take(LOCKED, CONTENDED) {
@@ -274,23 +302,24 @@ impl RawMutex {
                     }
                     CONTENDED
                 }
-                HANDED if slept => {
-                    if self.take(HANDED, CONTENDED) {
-                        return true;
-                    }
-                    continue;
-                }
-                // CONTENDED, or HANDED to a sleeper (this thread has not slept yet).
+                // CONTENDED, STARVING, or HANDED to a thread that slept (this one has not).
                 state => state,
             };
             if deadline.is_some_and(|d| d.has_passed()) {
                 return false;
             }
+            let bitset = match deadline {
+                Some(_) => TIMED_WAITER,
+                None if asking => UNTIMED_WAITER | STARVING_WAITER,
+                None => UNTIMED_WAITER,
+            };
+            passed_over.sleeping();
             if self.word.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
                 return false;
             }
             // Woken, or the word changed before the sleep: look again, spinning afresh.
             slept = true;
+            asking = deadline.is_none() && passed_over.past_bound();
             spin = SpinWait::new();
         }
     }
@@ -303,19 +332,41 @@ impl RawMutex {
             .is_ok()
     }
 
-    /// The slow path of an unlock: the word is `CONTENDED` and only this thread writes it
-    /// (invariant 2). Hands the lock off if `hand_off_wanted` and an untimed sleeper is woken.
+    /// The slow path of an unlock: the word is `CONTENDED` or `STARVING`, and this thread
+    /// holds the lock (invariant 2). Hands the lock off if a waiter asks for it (`STARVING`),
+    /// or if `fair` and an untimed sleeper is woken; else releases it and wakes a sleeper.
     #[cold]
-    fn unlock_contended(&self, hand_off_wanted: bool) {
+    fn unlock_contended(&self, fair: bool) {
         let addr = self.word.as_ptr();
-        // The first wake goes through `&self`: the lock is still held, so the word is alive.
-        let hand_off = hand_off_wanted && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1);
-        let next = if hand_off { HANDED } else { UNLOCKED };
-        self.word.store(next, Ordering::Release);
-        // From here another thread may own the lock and free it: wake by address only. After a
-        // hand-off this wakes the woken sleeper again if it went back to sleep too early
-        // (invariant 3); after a release, the sleeper that takes the lock next.
-        let wake = if hand_off { UNTIMED_WAITER } else { ANY_WAITER };
-        let _ = Futex::wake_bitset_at(addr, 1, wake);
+        // The sleepers that may claim a hand-off: the waiters that asked, or the untimed ones.
+        // Until the release or the hand-off, the lock is held, so the word is alive and the
+        // fair unlock's first wake goes through `&self`.
+        let claimer = if self.word.load(Ordering::Relaxed) == STARVING {
+            STARVING_WAITER
+        } else if fair && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1) {
+            UNTIMED_WAITER
+        } else {
+            match self.word.compare_exchange(
+                CONTENDED,
+                UNLOCKED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                // From here another thread may own the lock and free it: wake by address
+                // only, the sleeper that takes the lock next.
+                Ok(_) => {
+                    let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
+                    return;
+                }
+                // A waiter asked meanwhile (the only change a waiter makes to CONTENDED).
+                Err(_) => STARVING_WAITER,
+            }
+        };
+        // A swap, not a store: a waiter may be turning CONTENDED into STARVING meanwhile, and
+        // the hand-off must come after that in the word's order.
+        self.word.swap(HANDED, Ordering::Release);
+        // Wake by address only (as above): the claimer, if it sleeps still or went back to
+        // sleep too early (invariant 3).
+        let _ = Futex::wake_bitset_at(addr, 1, claimer);
     }
 }
