@@ -5,23 +5,21 @@
 //! thread that just released it, relocking). That is what makes a contended lock fast, and it
 //! can pass a sleeper over again and again: each time a sleeper is woken, a running thread has
 //! taken the lock before it gets there, and it sleeps again at the back of the kernel's queue.
-//! A hand-off gives the lock to a waiter instead, so it is rationed.
+//! A hand-off gives the lock to a waiter instead; it must not leave the lock idle for long.
 //!
-//! ## The Mutex: a bound on the wait ([`PassedOver`])
+//! ## The Mutex: a woken waiter asks
 //!
-//! An untimed Mutex waiter that has waited [`PASSED_OVER_AFTER`] since its first sleep, and is
-//! woken without getting the lock, asks for it: the next unlock hands the lock to it
-//! (`src/raw/mutex.rs`, `STARVING`). It asks while it runs and spins before it sleeps again,
-//! so a hand-off to it usually costs no wake-up: the lock is idle only until the asking thread
-//! sees it handed over. So the rule costs one system call per asking waiter per bound, and
-//! no waiter goes without the lock for much longer than the bound plus one critical section
-//! of each thread asking before it. The bound is Go's `sync.Mutex` starvation threshold: far
-//! above a wake-up's latency (microseconds), so waiters that the kernel's queue serves in
-//! time never ask, and short enough that no server request waits on one lock for long.
-//!
-//! Under a model checker there is no clock to read: a waiter asks after its first wake that
-//! did not get it the lock, so that models explore the hand-off on every schedule that passes
-//! a sleeper over.
+//! An untimed Mutex waiter that a wake-up sent back to the lock, and that finds it taken, asks
+//! for it (`src/raw/mutex.rs`, `ASKED`): the next unlock hands the lock to it. It asks while it
+//! runs and spins for the hand-off before it sleeps again, so a hand-off usually costs no
+//! wake-up's latency: the lock is idle only until the asking thread sees it handed over. A
+//! thread that has not slept never asks, so running threads still take a free lock in passing,
+//! which is what makes a contended lock fast; but no sleeper loses the lock more than once per
+//! sleep. The kernel wakes sleepers in arrival order, every contended release wakes one, and a
+//! woken waiter that asks gets the lock within as many hand-offs as there are askers ahead of
+//! it. This is the Linux kernel mutex's rule (the first waiter, woken and failing to take the
+//! lock, sets `MUTEX_FLAG_HANDOFF`, and spins for the hand-off). It reads no clock, so the
+//! model checkers run it as it ships.
 //!
 //! ## The RwLock's write unlock: a count ([`hand_off_now`])
 //!
@@ -37,44 +35,8 @@
 #![allow(clippy::missing_const_for_thread_local)]
 
 use core::cell::Cell;
-use std::time::Duration;
 
-use crate::futex::sys::MODEL_CHECKED;
-use crate::futex::Deadline;
 use crate::thread::thread_local;
-
-/// How long an untimed Mutex waiter may go without the lock, from its first sleep, before it
-/// asks the next unlock to hand the lock to it.
-pub(crate) const PASSED_OVER_AFTER: Duration = Duration::from_millis(1);
-
-/// An untimed Mutex waiter's record of how long it has waited: nothing until it first sleeps.
-pub(crate) struct PassedOver {
-    /// When the waiter is past the bound; set at its first sleep.
-    asks_at: Option<Deadline>,
-}
-
-impl PassedOver {
-    /// A waiter that has not slept yet.
-    #[inline]
-    pub(crate) fn new() -> PassedOver {
-        PassedOver { asks_at: None }
-    }
-
-    /// Called before each sleep: the first starts the clock.
-    #[inline]
-    pub(crate) fn sleeping(&mut self) {
-        if self.asks_at.is_none() && !MODEL_CHECKED {
-            self.asks_at = Some(Deadline::after(PASSED_OVER_AFTER));
-        }
-    }
-
-    /// Called after a wake: whether the waiter is now past the bound, so that it asks for the
-    /// lock (under a model checker, after every wake).
-    #[inline]
-    pub(crate) fn past_bound(&self) -> bool {
-        MODEL_CHECKED || self.asks_at.as_ref().is_some_and(Deadline::has_passed)
-    }
-}
 
 /// One contended write unlock of a RwLock in this many, per thread, hands the lock off.
 pub(crate) const HAND_OFF_PERIOD: u32 = 16;

@@ -1,8 +1,9 @@
 //! The Mutex's protocol under a model checker (`--cfg futexkit_loom` or `--cfg futexkit_shuttle`;
 //! see `tests/model/mod.rs`): mutual exclusion (an increment split into a load and a store loses
-//! nothing), no lost wakeup (the checker reports a deadlock), the fairness hand-off (each thread's
-//! first contended unlock hands off, later ones release), and timed waiters beside hand-offs. The
-//! code checked is the shipped code; only the futex and the spin bound are the checker's.
+//! nothing), no lost wakeup (the checker reports a deadlock), the fairness hand-off (a waiter
+//! woken without the lock asks for it, and the unlock hands it over, as it ships: no clock is
+//! involved), fair unlocks, and timed waiters beside hand-offs. The code checked is the shipped
+//! code; only the futex and the spin bound are the checker's.
 #![cfg(any(futexkit_loom, futexkit_shuttle))]
 
 mod model;
@@ -46,7 +47,8 @@ fn increments(threads: usize, increments: usize, fair: bool) {
 
 #[test]
 fn two_threads_contending_twice_each() {
-    // Each thread's first contended unlock hands off, its second releases: both paths.
+    // A woken waiter that finds the lock taken asks for it, so unlocks both release (to a free
+    // word or a woken thread) and hand off (to one that asked).
     let (threads, n) = sized((2, 2), (4, 4));
     check(3, move || increments(threads, n, false));
 }

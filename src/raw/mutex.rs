@@ -7,15 +7,15 @@
 //! | value       | meaning                              | set by                                  | left by |
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
-//! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `STARVING`) |
-//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `STARVING`) |
-//! | `STARVING`  | held; threads may sleep, and an untimed waiter passed over too long asks for the lock | that waiter (`src/fairness.rs` decides when) | the holder's unlock, which hands off |
+//! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
+//! | `ASKED`     | held; threads may sleep, and an untimed waiter woken without the lock asks for it | that waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off |
 //! | `HANDED`    | held in trust for a thread that slept | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
 //!
 //! Invariants, kept by the transitions below:
 //!
 //! 1. **No lost wakeup.** A thread sleeps only through `futex_wait` on the value it saw,
-//!    `CONTENDED`, `STARVING` or `HANDED`, so it is asleep only while the word holds one of
+//!    `CONTENDED`, `ASKED` or `HANDED`, so it is asleep only while the word holds one of
 //!    them or a release from one has yet to wake it. Every release from `CONTENDED` wakes a
 //!    sleeper, and every other unlock of a word that sleepers may be on hands the lock to a
 //!    thread that slept; that thread takes the lock as `CONTENDED`, never as `LOCKED`, so the
@@ -23,11 +23,11 @@
 //!    released by such an unlock before the woken one runs takes it as `LOCKED`; the woken one
 //!    then finds it held and marks it `CONTENDED` again before it sleeps.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
-//!    `CONTENDED`, or `LOCKED` or `CONTENDED` into `STARVING`. So an unlock finds `LOCKED` (no
+//!    `CONTENDED`, or `LOCKED` or `CONTENDED` into `ASKED`. So an unlock finds `LOCKED` (no
 //!    wake owed: release, no syscall), `CONTENDED` (release and wake one, or hand off; a CAS,
-//!    as a waiter may turn it `STARVING` meanwhile) or `STARVING` (hand off; only the holder
+//!    as a waiter may turn it `ASKED` meanwhile) or `ASKED` (hand off; only the holder
 //!    changes it).
-//! 3. **A hand-off always has a claimer.** `STARVING` is written only by an untimed waiter,
+//! 3. **A hand-off always has a claimer.** `ASKED` is written only by an untimed waiter,
 //!    which never gives up: it claims `HANDED`, unless another thread back from a sleep claimed
 //!    it first. A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it
 //!    writes `HANDED`, and writes it only if that wake found one; else it releases. Either way,
@@ -44,11 +44,11 @@
 //!   (`RawMutex::lock_contended`): while the word is `LOCKED` (the holder is likely running,
 //!   nobody sleeps), spin ([`SpinWait`]) and take it when it turns `UNLOCKED`; then turn
 //!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
-//!   `UNLOCKED` as `CONTENDED`, claim `HANDED`, spin again while `LOCKED`, or sleep again. An
-//!   untimed waiter past the fairness bound turns a held word `STARVING` instead, and spins
-//!   for the hand-off before it sleeps again (on the `STARVING_WAITER` bitset).
-//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `STARVING`, write `HANDED` and
-//!   wake a `STARVING_WAITER` sleeper; from `CONTENDED`, release and wake one sleeper, or, for
+//!   `UNLOCKED` as `CONTENDED` or claim `HANDED`; an untimed waiter turns a held word `ASKED`
+//!   and spins for the hand-off before it sleeps again (on the `ASKING_WAITER` bitset); a
+//!   timed one spins again while `LOCKED`, or sleeps again.
+//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED`, write `HANDED` and
+//!   wake an `ASKING_WAITER` sleeper; from `CONTENDED`, release and wake one sleeper, or, for
 //!   a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED` and wake once
 //!   more.
 //!
@@ -61,7 +61,6 @@ use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
 use crate::deadlock::{LockId, Mode, Target, Wait};
-use crate::fairness::PassedOver;
 use crate::futex::{Deadline, Error, Futex};
 use crate::profile::LockKind;
 use crate::spin::SpinWait;
@@ -70,15 +69,15 @@ const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
 const HANDED: u32 = 3;
-const STARVING: u32 = 4;
+const ASKED: u32 = 4;
 
 /// The futex bitset untimed waiters sleep with: the only ones a fair unlock's hand-off wakes.
 const UNTIMED_WAITER: u32 = 0b001;
 /// The futex bitset timed waiters sleep with.
 const TIMED_WAITER: u32 = 0b010;
-/// In the bitset of an untimed waiter past the fairness bound, beside `UNTIMED_WAITER`: the
-/// only ones a hand-off from `STARVING` wakes.
-const STARVING_WAITER: u32 = 0b100;
+/// In the bitset of an untimed waiter that asked for the lock, beside `UNTIMED_WAITER`: the
+/// only ones a hand-off from `ASKED` wakes.
+const ASKING_WAITER: u32 = 0b100;
 /// Wakes any waiter.
 const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
 
@@ -187,7 +186,7 @@ impl RawMutex {
     }
 
     /// Releases the lock, waking a sleeping waiter if there is one; or hands it to a waiter
-    /// that has gone without it for longer than the fairness bound (`src/fairness.rs`).
+    /// that was woken without getting it and asked for it (`src/fairness.rs`).
     ///
     /// # Safety
     ///
@@ -206,8 +205,8 @@ impl RawMutex {
     /// lock_api's `unlock_fair`. It is not a queue: the kernel wakes sleepers in arrival
     /// order, but a woken thread that finds the lock claimed by another sleeps again behind
     /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
-    /// [`unlock`](RawMutex::unlock) hands off only to a waiter that has gone without the lock
-    /// for longer than the fairness bound and asked for it.
+    /// [`unlock`](RawMutex::unlock) hands off only to a waiter that was woken without getting
+    /// the lock and asked for it, which is running as a rule.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never handed the lock, as
     /// one may give up at its deadline with the lock in trust for it: after a fair unlock with
@@ -258,15 +257,15 @@ impl RawMutex {
     }
 
     /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
-    /// again, until the lock is taken or `deadline` passes; an untimed waiter past the fairness
-    /// bound asks for the lock and spins for it. Returns whether this thread holds the lock.
+    /// again, until the lock is taken or `deadline` passes; an untimed waiter, once woken,
+    /// asks for the lock and spins for it. Returns whether this thread holds the lock.
     #[inline(always)]
     fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
         // Until this thread sleeps, it takes a free lock as LOCKED; after, as CONTENDED, since
         // others may sleep still and this thread's unlock must wake the next (invariant 1).
         let mut slept = false;
-        // Only untimed waiters ask: one that gave up would strand the hand-off (invariant 3).
-        let mut passed_over = PassedOver::new();
+        // Whether this thread asks for the lock: once woken, if untimed (`src/fairness.rs`);
+        // a timed waiter never asks, as it may give up with the lock handed to it (invariant 3).
         let mut asking = false;
         let mut spin = SpinWait::new();
         loop {
@@ -288,13 +287,13 @@ impl RawMutex {
                     // Nothing is acquired: Relaxed, as a waiter's LOCKED -> CONTENDED is.
                     let _ = self.word.compare_exchange(
                         held,
-                        STARVING,
+                        ASKED,
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     );
                     continue;
                 }
-                STARVING if asking && spin.spin() => continue,
+                ASKED if asking && spin.spin() => continue,
                 LOCKED if spin.spin() => continue,
                 LOCKED => {
                     if !self.take(LOCKED, CONTENDED) {
@@ -302,7 +301,7 @@ impl RawMutex {
                     }
                     CONTENDED
                 }
-                // CONTENDED, STARVING, or HANDED to a thread that slept (this one has not).
+                // CONTENDED, ASKED, or HANDED to a thread that slept (this one has not).
                 state => state,
             };
             if deadline.is_some_and(|d| d.has_passed()) {
@@ -310,16 +309,15 @@ impl RawMutex {
             }
             let bitset = match deadline {
                 Some(_) => TIMED_WAITER,
-                None if asking => UNTIMED_WAITER | STARVING_WAITER,
+                None if asking => UNTIMED_WAITER | ASKING_WAITER,
                 None => UNTIMED_WAITER,
             };
-            passed_over.sleeping();
             if self.word.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
                 return false;
             }
             // Woken, or the word changed before the sleep: look again, spinning afresh.
             slept = true;
-            asking = deadline.is_none() && passed_over.past_bound();
+            asking = deadline.is_none();
             spin = SpinWait::new();
         }
     }
@@ -332,8 +330,8 @@ impl RawMutex {
             .is_ok()
     }
 
-    /// The slow path of an unlock: the word is `CONTENDED` or `STARVING`, and this thread
-    /// holds the lock (invariant 2). Hands the lock off if a waiter asks for it (`STARVING`),
+    /// The slow path of an unlock: the word is `CONTENDED` or `ASKED`, and this thread
+    /// holds the lock (invariant 2). Hands the lock off if a waiter asks for it (`ASKED`),
     /// or if `fair` and an untimed sleeper is woken; else releases it and wakes a sleeper.
     #[cold]
     fn unlock_contended(&self, fair: bool) {
@@ -341,8 +339,8 @@ impl RawMutex {
         // The sleepers that may claim a hand-off: the waiters that asked, or the untimed ones.
         // Until the release or the hand-off, the lock is held, so the word is alive and the
         // fair unlock's first wake goes through `&self`.
-        let claimer = if self.word.load(Ordering::Relaxed) == STARVING {
-            STARVING_WAITER
+        let claimer = if self.word.load(Ordering::Relaxed) == ASKED {
+            ASKING_WAITER
         } else if fair && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1) {
             UNTIMED_WAITER
         } else {
@@ -359,10 +357,10 @@ impl RawMutex {
                     return;
                 }
                 // A waiter asked meanwhile (the only change a waiter makes to CONTENDED).
-                Err(_) => STARVING_WAITER,
+                Err(_) => ASKING_WAITER,
             }
         };
-        // A swap, not a store: a waiter may be turning CONTENDED into STARVING meanwhile, and
+        // A swap, not a store: a waiter may be turning CONTENDED into ASKED meanwhile, and
         // the hand-off must come after that in the word's order.
         self.word.swap(HANDED, Ordering::Release);
         // Wake by address only (as above): the claimer, if it sleeps still or went back to
