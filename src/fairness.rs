@@ -9,17 +9,21 @@
 //!
 //! ## The Mutex: a woken waiter asks
 //!
-//! An untimed Mutex waiter that a wake-up sent back to the lock, and that finds it taken, asks
-//! for it (`src/raw/mutex.rs`, `ASKED`): the next unlock hands the lock to it. It asks while it
-//! runs and spins for the hand-off before it sleeps again, so a hand-off usually costs no
-//! wake-up's latency: the lock is idle only until the asking thread sees it handed over. A
-//! thread that has not slept never asks, so running threads still take a free lock in passing,
-//! which is what makes a contended lock fast; but no sleeper loses the lock more than once per
-//! sleep. The kernel wakes sleepers in arrival order, every contended release wakes one, and a
-//! woken waiter that asks gets the lock within as many hand-offs as there are askers ahead of
-//! it. This is the Linux kernel mutex's rule (the first waiter, woken and failing to take the
-//! lock, sets `MUTEX_FLAG_HANDOFF`, and spins for the hand-off). It reads no clock, so the
-//! model checkers run it as it ships.
+//! An untimed Mutex waiter back from a futex wait (woken, or finding the word changed) that
+//! finds the lock taken asks for it (`src/raw/mutex.rs`, `ASKED`): the next unlock hands the
+//! lock over, to the asker or another thread back from a wait, never to one that has not waited
+//! yet. The asker asks while it runs and spins for the hand-off before it sleeps again, so a
+//! hand-off usually costs no wake-up's latency: the lock is idle only until the asker sees it.
+//! It sleeps again only when the holder keeps the lock past the spin (longer than a few
+//! microseconds), and then the hand-off waits for its wake-up. Threads that have not waited
+//! never ask, so running threads still take a free lock in passing, which is what makes a
+//! contended lock fast. While anyone asks, the lock goes only to threads back from a wait, and
+//! every contended release wakes the longest sleeper, which then asks. It is not a queue, and
+//! no bound on how often a waiter can be passed over is proven: a thread whose first wait found
+//! the word changed counts as back from a wait. The rule follows the Linux kernel mutex's
+//! hand-off (its first waiter, woken and failing to take the lock, sets `MUTEX_FLAG_HANDOFF`,
+//! and the unlock gives the lock to that waiter). It reads no clock, so the model checkers run
+//! it as it ships.
 //!
 //! ## The RwLock's write unlock: a count ([`hand_off_now`])
 //!

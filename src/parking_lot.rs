@@ -101,11 +101,11 @@ pub type MappedRwLockWriteGuard<'a, T> = lock_api::MappedRwLockWriteGuard<'a, Ra
 pub type Condvar = lock_api::Condvar<RawCondvar>;
 
 /// [`RawMutex`] with every unlock fair ([`RawMutex::unlock_fair`]): while threads sleep in an
-/// untimed lock, each unlock hands the lock to one of them, and a thread arriving meanwhile
-/// cannot take it (the order among the sleepers is the kernel's wake order, not a strict
-/// queue: see `unlock_fair`). It costs a
-/// wake-up's latency per contended unlock, during which nobody holds the lock usefully;
-/// [`Mutex`] hands off only now and then, so that no sleeper is passed over for long.
+/// untimed lock, each unlock hands the lock to one of them, and a thread that has not waited
+/// yet cannot take it (the order among the sleepers is the kernel's wake order, not a strict
+/// queue: see `unlock_fair`). It costs a wake-up's latency per contended unlock, during which
+/// nobody holds the lock usefully; [`Mutex`] hands off only to a sleeper that was woken without
+/// the lock and asked for it, which is usually still spinning for it.
 #[derive(Debug, Default)]
 pub struct RawFairMutex(RawMutex);
 

@@ -120,3 +120,84 @@ fn timed_lock_against_a_holder() {
         assert!(v == 10 || v == 11, "{v}");
     });
 }
+
+/// How a model thread takes and releases the lock.
+#[derive(Clone, Copy)]
+enum Locker {
+    /// `lock`, then `unlock`.
+    Plain,
+    /// `lock`, then `unlock_fair`.
+    Fair,
+    /// `try_lock_for`, then `unlock_fair`; gives up only at a timeout, which the emulated futex
+    /// may decide at any scheduling point.
+    TimedFair,
+}
+
+/// One model thread per entry of `lockers`, each making `increments` locked increments (a
+/// timed one counts only the ones it got the lock for); asserts that nothing was lost and that
+/// the lock ends free, not held in trust.
+fn mixed(lockers: Vec<Locker>, increments: usize) {
+    let shared = Arc::new((RawMutex::new(), AtomicUsize::new(0), AtomicUsize::new(0)));
+    let work = lockers
+        .into_iter()
+        .map(|locker| {
+            Box::new(
+                move |(raw, count, expected): &(RawMutex, AtomicUsize, AtomicUsize)| {
+                    for _ in 0..increments {
+                        let taken = match locker {
+                            Locker::TimedFair => raw.try_lock_for(FAR),
+                            Locker::Plain | Locker::Fair => {
+                                raw.lock();
+                                true
+                            }
+                        };
+                        if !taken {
+                            continue;
+                        }
+                        expected.fetch_add(1, Ordering::Relaxed);
+                        let v = count.load(Ordering::Relaxed);
+                        model::thread::yield_now();
+                        count.store(v + 1, Ordering::Relaxed);
+                        // SAFETY: taken just above.
+                        unsafe {
+                            match locker {
+                                Locker::Plain => raw.unlock(),
+                                Locker::Fair | Locker::TimedFair => raw.unlock_fair(),
+                            }
+                        }
+                    }
+                },
+            ) as Box<dyn FnOnce(&(RawMutex, AtomicUsize, AtomicUsize)) + Send>
+        })
+        .collect();
+    in_threads(&shared, work);
+    let (raw, count, expected) = &*shared;
+    assert_eq!(
+        count.load(Ordering::Relaxed),
+        expected.load(Ordering::Relaxed)
+    );
+    assert!(raw.try_lock(), "the lock ends free, not held in trust");
+}
+
+/// A fair unlock while only a timed waiter sleeps must release, not hand off (the timed waiter
+/// may give up); beside it, an untimed waiter woken without the lock asks for it.
+#[test]
+fn fair_unlocks_beside_a_timed_waiter() {
+    let n = if cfg!(futexkit_loom) { 2 } else { 4 };
+    check(2, move || mixed(vec![Locker::Fair, Locker::TimedFair], n));
+}
+
+/// Plain and fair unlocks mixed: a fair unlock whose wake finds no untimed sleeper falls back
+/// to a release, which finds the word asked for meanwhile and hands off instead.
+#[test]
+fn plain_and_fair_unlocks_mixed() {
+    let (threads, n) = sized((3, 1), (6, 2));
+    let lockers: Vec<Locker> = (0..threads)
+        .map(|i| match i % 3 {
+            0 => Locker::Plain,
+            1 => Locker::Fair,
+            _ => Locker::TimedFair,
+        })
+        .collect();
+    check(2, move || mixed(lockers.clone(), n));
+}

@@ -4,11 +4,11 @@
 //! brings its own guards (lock_api, with the `lock_api` feature).
 //!
 //! Each file starts with its primitive's state table. Policy lives apart: how long a waiter
-//! spins in [`crate::spin`], when an unlock hands the lock over in `src/fairness.rs`.
+//! spins in [`crate::spin`], when a lock is handed over in `src/fairness.rs`.
 //!
 //! | file         | type           | word                                                    |
 //! |--------------|----------------|---------------------------------------------------------|
-//! | `mutex.rs`   | [`RawMutex`]   | one of four states: free, held, held with sleepers, handed over |
+//! | `mutex.rs`   | [`RawMutex`]   | one of five states: free, held, held with sleepers, asked for by a woken waiter, handed over |
 //! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and three waiting / phase bits |
 //! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
 //! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |

@@ -21,15 +21,16 @@
 //!    thread that slept; that thread takes the lock as `CONTENDED`, never as `LOCKED`, so the
 //!    unlock after it wakes the next. (As in std's futex mutex, a thread that takes a lock
 //!    released by such an unlock before the woken one runs takes it as `LOCKED`; the woken one
-//!    then finds it held and marks it `CONTENDED` again before it sleeps.)
+//!    then finds it held and marks it `ASKED`, or `CONTENDED` if it is timed, before it sleeps
+//!    again.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
 //!    `CONTENDED`, or `LOCKED` or `CONTENDED` into `ASKED`. So an unlock finds `LOCKED` (no
 //!    wake owed: release, no syscall), `CONTENDED` (release and wake one, or hand off; a CAS,
 //!    as a waiter may turn it `ASKED` meanwhile) or `ASKED` (hand off; only the holder
 //!    changes it).
 //! 3. **A hand-off always has a claimer.** `ASKED` is written only by an untimed waiter,
-//!    which never gives up: it claims `HANDED`, unless another thread back from a sleep claimed
-//!    it first. A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it
+//!    which never gives up: it claims `HANDED`, unless another thread back from a futex wait
+//!    (woken, or finding the word changed) claimed it first. A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it
 //!    writes `HANDED`, and writes it only if that wake found one; else it releases. Either way,
 //!    if the claimer looked before `HANDED` was written and went back to sleep, the unlock's
 //!    second wake, after writing `HANDED`, or the changed word sends it (or another sleeper of
@@ -200,17 +201,19 @@ impl RawMutex {
     }
 
     /// Releases the lock as [`unlock`](RawMutex::unlock) does, except that when a thread sleeps
-    /// in an untimed lock, the lock is handed over: only a thread that has slept in `lock` can
-    /// take it (the one this unlock wakes, or one woken before it), never one arriving now.
+    /// in an untimed lock, the lock is handed over: only a thread back from a futex wait in a
+    /// lock can take it (the one this unlock wakes, one woken before it, or one whose wait found
+    /// the word changed), never one that has not waited yet.
     /// lock_api's `unlock_fair`. It is not a queue: the kernel wakes sleepers in arrival
     /// order, but a woken thread that finds the lock claimed by another sleeps again behind
     /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
     /// [`unlock`](RawMutex::unlock) hands off only to a waiter that was woken without getting
-    /// the lock and asked for it, which is running as a rule.
+    /// the lock and asked for it, which is usually still spinning for it.
     ///
-    /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never handed the lock, as
-    /// one may give up at its deadline with the lock in trust for it: after a fair unlock with
-    /// only those asleep, the lock is released and one of them is woken, as by `unlock`.
+    /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never woken for a
+    /// hand-off, as one may give up at its deadline with the lock in trust for it (one that is
+    /// running may still claim a handed lock): after a fair unlock with only those asleep, the
+    /// lock is released and one of them is woken, as by `unlock`.
     ///
     /// # Safety
     ///
@@ -284,7 +287,8 @@ impl RawMutex {
                     continue;
                 }
                 held @ (LOCKED | CONTENDED) if asking => {
-                    // Nothing is acquired: Relaxed, as a waiter's LOCKED -> CONTENDED is.
+                    // Asking acquires nothing: Relaxed. The hand-off's swap and the claim's
+                    // CAS order the holder's writes before the claimer's reads.
                     let _ = self.word.compare_exchange(
                         held,
                         ASKED,
