@@ -30,14 +30,15 @@
 //!    changes it).
 //! 3. **A hand-off always has a claimer.** `ASKED` is written only by an untimed waiter,
 //!    which never gives up: it claims `HANDED`, unless another thread back from a futex wait
-//!    (woken, or finding the word changed) claimed it first. A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it
-//!    writes `HANDED`, and writes it only if that wake found one; else it releases. Either way,
-//!    if the claimer looked before `HANDED` was written and went back to sleep, the unlock's
-//!    second wake, after writing `HANDED`, or the changed word sends it (or another sleeper of
-//!    its kind) back to claim it. Timed waiters sleep with a futex bitset of their own that
-//!    hand-off wakes do not match, so a deadline never strands a hand-off. Once `HANDED` is
-//!    written the unlocking thread no longer owns the lock and touches the word only by
-//!    address: another thread may own it and free it by then.
+//!    (woken, or finding the word changed) claimed it first. A fair unlock of a `CONTENDED`
+//!    word wakes one *untimed* sleeper before it writes `HANDED`, and writes it only if that
+//!    wake found one; else it releases. Either way, if the claimer looked before `HANDED` was
+//!    written and went back to sleep, the unlock's second wake, after writing `HANDED`, or the
+//!    changed word sends it (or another sleeper of its kind) back to claim it. Timed waiters
+//!    sleep with a futex bitset of their own that hand-off wakes do not match, so a deadline
+//!    never strands a hand-off. Once `HANDED` is written the unlocking thread no longer owns
+//!    the lock and touches the word only by address: another thread may own it and free it by
+//!    then.
 //!
 //! ## Transitions
 //!
@@ -260,15 +261,16 @@ impl RawMutex {
     }
 
     /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
-    /// again, until the lock is taken or `deadline` passes; an untimed waiter, once woken,
-    /// asks for the lock and spins for it. Returns whether this thread holds the lock.
+    /// again, until the lock is taken or `deadline` passes; an untimed waiter back from a
+    /// sleep asks for the lock and spins for it. Returns whether this thread holds the lock.
     #[inline(always)]
     fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
         // Until this thread sleeps, it takes a free lock as LOCKED; after, as CONTENDED, since
         // others may sleep still and this thread's unlock must wake the next (invariant 1).
         let mut slept = false;
-        // Whether this thread asks for the lock: once woken, if untimed (`src/fairness.rs`);
-        // a timed waiter never asks, as it may give up with the lock handed to it (invariant 3).
+        // Whether this thread asks for the lock: once back from a futex wait, if untimed
+        // (`src/fairness.rs`); a timed waiter never asks, as it may give up with the lock
+        // handed to it (invariant 3).
         let mut asking = false;
         let mut spin = SpinWait::new();
         loop {
