@@ -12,35 +12,64 @@ use futexkit::{Mutex, RawMutex};
 use model::atomic::{AtomicUsize, Ordering};
 use model::{check, in_threads, sized, Arc, FAR};
 
-/// `threads` threads each make `increments` locked increments of a counter whose increment is
-/// a separate relaxed load and store (so only mutual exclusion, and the lock's acquire and
-/// release orderings, keep it exact); asserts the total and that the lock ends free. With
-/// `fair`, every unlock is `unlock_fair` (a hand-off whenever a sleeper is woken).
-fn increments(threads: usize, increments: usize, fair: bool) {
-    let shared = Arc::new((RawMutex::new(), AtomicUsize::new(0)));
-    let work = (0..threads)
-        .map(|_| {
-            Box::new(move |(raw, count): &(RawMutex, AtomicUsize)| {
-                for _ in 0..increments {
-                    raw.lock();
-                    let v = count.load(Ordering::Relaxed);
-                    model::thread::yield_now();
-                    count.store(v + 1, Ordering::Relaxed);
-                    // SAFETY: locked just above.
-                    unsafe {
-                        if fair {
-                            raw.unlock_fair();
-                        } else {
-                            raw.unlock();
+/// How a model thread takes and releases the lock.
+#[derive(Clone, Copy)]
+enum Locker {
+    /// `lock`, then `unlock`.
+    Plain,
+    /// `lock`, then `unlock_fair` (a hand-off whenever an untimed sleeper is woken).
+    Fair,
+    /// `try_lock_for`, then `unlock_fair`; gives up only at a timeout, which the emulated futex
+    /// may decide at any scheduling point.
+    TimedFair,
+}
+
+/// One model thread per entry of `lockers`, each making `increments` locked increments of a
+/// counter whose increment is a separate relaxed load and store (so only mutual exclusion, and
+/// the lock's acquire and release orderings, keep it exact); a timed thread makes only the ones
+/// it got the lock for. Asserts the total and that the lock ends free, not held in trust.
+fn increments(lockers: Vec<Locker>, each: usize) {
+    let untimed = lockers
+        .iter()
+        .filter(|l| !matches!(l, Locker::TimedFair))
+        .count();
+    let shared = Arc::new((RawMutex::new(), AtomicUsize::new(0), AtomicUsize::new(0)));
+    let work = lockers
+        .into_iter()
+        .map(|locker| {
+            Box::new(
+                move |(raw, count, timed_taken): &(RawMutex, AtomicUsize, AtomicUsize)| {
+                    for _ in 0..each {
+                        match locker {
+                            Locker::TimedFair => {
+                                if !raw.try_lock_for(FAR) {
+                                    continue;
+                                }
+                                timed_taken.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Locker::Plain | Locker::Fair => raw.lock(),
+                        }
+                        let v = count.load(Ordering::Relaxed);
+                        model::thread::yield_now();
+                        count.store(v + 1, Ordering::Relaxed);
+                        // SAFETY: taken just above.
+                        unsafe {
+                            match locker {
+                                Locker::Plain => raw.unlock(),
+                                Locker::Fair | Locker::TimedFair => raw.unlock_fair(),
+                            }
                         }
                     }
-                }
-            }) as Box<dyn FnOnce(&_) + Send>
+                },
+            ) as Box<dyn FnOnce(&(RawMutex, AtomicUsize, AtomicUsize)) + Send>
         })
         .collect();
     in_threads(&shared, work);
-    let (raw, count) = &*shared;
-    assert_eq!(count.load(Ordering::Relaxed), threads * increments);
+    let (raw, count, timed_taken) = &*shared;
+    assert_eq!(
+        count.load(Ordering::Relaxed),
+        untimed * each + timed_taken.load(Ordering::Relaxed)
+    );
     assert!(!raw.is_locked());
     assert!(raw.try_lock(), "the lock ends free, not held in trust");
 }
@@ -50,19 +79,19 @@ fn two_threads_contending_twice_each() {
     // A woken waiter that finds the lock taken asks for it, so unlocks both release (to a free
     // word or a woken thread) and hand off (to one that asked).
     let (threads, n) = sized((2, 2), (4, 4));
-    check(3, move || increments(threads, n, false));
+    check(3, move || increments(vec![Locker::Plain; threads], n));
 }
 
 #[test]
 fn fair_unlocks_hand_off_to_every_sleeper() {
     let (threads, n) = sized((2, 2), (4, 4));
-    check(3, move || increments(threads, n, true));
+    check(3, move || increments(vec![Locker::Fair; threads], n));
 }
 
 #[test]
 fn three_threads_contending() {
     let (threads, n) = sized((3, 1), (8, 2));
-    check(2, move || increments(threads, n, false));
+    check(2, move || increments(vec![Locker::Plain; threads], n));
 }
 
 /// Fair unlocks among three threads: each hand-off meets a third thread arriving, asleep, or
@@ -71,7 +100,7 @@ fn three_threads_contending() {
 #[test]
 fn three_threads_with_fair_unlocks() {
     let (threads, n) = sized((3, 1), (6, 2));
-    check(2, move || increments(threads, n, true));
+    check(2, move || increments(vec![Locker::Fair; threads], n));
 }
 
 /// A timed waiter beside an untimed one: a hand-off goes to the untimed one (timed waiters
@@ -121,70 +150,14 @@ fn timed_lock_against_a_holder() {
     });
 }
 
-/// How a model thread takes and releases the lock.
-#[derive(Clone, Copy)]
-enum Locker {
-    /// `lock`, then `unlock`.
-    Plain,
-    /// `lock`, then `unlock_fair`.
-    Fair,
-    /// `try_lock_for`, then `unlock_fair`; gives up only at a timeout, which the emulated futex
-    /// may decide at any scheduling point.
-    TimedFair,
-}
-
-/// One model thread per entry of `lockers`, each making `increments` locked increments (a
-/// timed one counts only the ones it got the lock for); asserts that nothing was lost and that
-/// the lock ends free, not held in trust.
-fn mixed(lockers: Vec<Locker>, increments: usize) {
-    let shared = Arc::new((RawMutex::new(), AtomicUsize::new(0), AtomicUsize::new(0)));
-    let work = lockers
-        .into_iter()
-        .map(|locker| {
-            Box::new(
-                move |(raw, count, expected): &(RawMutex, AtomicUsize, AtomicUsize)| {
-                    for _ in 0..increments {
-                        let taken = match locker {
-                            Locker::TimedFair => raw.try_lock_for(FAR),
-                            Locker::Plain | Locker::Fair => {
-                                raw.lock();
-                                true
-                            }
-                        };
-                        if !taken {
-                            continue;
-                        }
-                        expected.fetch_add(1, Ordering::Relaxed);
-                        let v = count.load(Ordering::Relaxed);
-                        model::thread::yield_now();
-                        count.store(v + 1, Ordering::Relaxed);
-                        // SAFETY: taken just above.
-                        unsafe {
-                            match locker {
-                                Locker::Plain => raw.unlock(),
-                                Locker::Fair | Locker::TimedFair => raw.unlock_fair(),
-                            }
-                        }
-                    }
-                },
-            ) as Box<dyn FnOnce(&(RawMutex, AtomicUsize, AtomicUsize)) + Send>
-        })
-        .collect();
-    in_threads(&shared, work);
-    let (raw, count, expected) = &*shared;
-    assert_eq!(
-        count.load(Ordering::Relaxed),
-        expected.load(Ordering::Relaxed)
-    );
-    assert!(raw.try_lock(), "the lock ends free, not held in trust");
-}
-
 /// A fair unlock while only a timed waiter sleeps must release, not hand off (the timed waiter
 /// may give up); beside it, an untimed waiter woken without the lock asks for it.
 #[test]
 fn fair_unlocks_beside_a_timed_waiter() {
     let n = if cfg!(futexkit_loom) { 2 } else { 4 };
-    check(2, move || mixed(vec![Locker::Fair, Locker::TimedFair], n));
+    check(2, move || {
+        increments(vec![Locker::Fair, Locker::TimedFair], n)
+    });
 }
 
 /// Plain and fair unlocks mixed: a fair unlock whose wake finds no untimed sleeper falls back
@@ -199,5 +172,5 @@ fn plain_and_fair_unlocks_mixed() {
             _ => Locker::TimedFair,
         })
         .collect();
-    check(2, move || mixed(lockers.clone(), n));
+    check(2, move || increments(lockers.clone(), n));
 }
