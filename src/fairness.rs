@@ -15,17 +15,18 @@
 //! yet. The asker spins for the hand-off while it asks, so a hand-off costs no wake-up's
 //! latency: the lock is idle only until the asker sees it. If the holder keeps the lock past
 //! the spin, the asker withdraws its ask and sleeps, so that no unlock waits for its wake-up;
-//! from its [`KEEP_ASK_AFTER_SLEEPS`]th sleep in one lock call on ([`keeps_ask`]), it keeps the
-//! ask while it sleeps, and the next unlock hands it the lock and waits for its wake-up. That
-//! is the bound: a contended release wakes the longest sleeper, so a waiter passed over by a
-//! running thread at two wakes asks through its next sleep, and the unlock after that gives the
-//! lock to it, or to another thread back from a wait, never to one that has not waited. It is
+//! back from its [`KEEP_ASK_AFTER_SLEEPS`]th futex wait in one lock call or a later one
+//! ([`keeps_ask`]), it keeps the ask while it sleeps, and the next unlock hands it the lock and
+//! waits for its wake-up. That is the bound: a contended release wakes the longest sleeper, so
+//! a waiter that finds the lock taken after two wakes asks through its next sleep, and the
+//! unlock after that gives the lock to it, or to another thread back from a wait, never to one
+//! that has not waited. It is
 //! not a queue, and no bound in unlocks is proven: another asker's ask, or another thread back
 //! from a wait claiming the hand-off, can pass a waiter over again. Threads that have not
 //! waited never ask, so running threads still take a free lock in passing, which is what makes
 //! a contended lock fast. The rule follows the Linux kernel mutex's hand-off (its first waiter,
 //! woken and failing to take the lock, sets `MUTEX_FLAG_HANDOFF`, and the unlock gives the lock
-//! to that waiter); the withdrawal before a first sleep is this crate's, for locks held longer
+//! to that waiter); the withdrawal after a first wait is this crate's, for locks held longer
 //! than the spin. It counts sleeps and reads no clock, so the model checkers run it as it
 //! ships, both paths included.
 //!
@@ -47,9 +48,9 @@ use core::cell::Cell;
 use crate::thread::thread_local;
 
 /// A Mutex waiter that asked for the lock and has slept this many times in one lock call keeps
-/// its ask through its next sleep; before, it withdraws it. Two: the first sleep after an ask
-/// withdraws, so that a lock held past the spin is not handed to a sleeper at every unlock,
-/// and a waiter passed over twice is served next.
+/// its ask through its next sleep; before, it withdraws it. Two: an asker back from its first
+/// wait withdraws, so that a lock held past the spin is not handed to a sleeper at every
+/// unlock, and one passed over at two wakes is served next.
 pub(crate) const KEEP_ASK_AFTER_SLEEPS: u32 = 2;
 
 /// Whether a Mutex waiter that asked for the lock, and has slept `sleeps` times in this lock
