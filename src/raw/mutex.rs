@@ -8,8 +8,8 @@
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
 //! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
-//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off; an asker withdrawing its ask | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
-//! | `ASKED`     | held; threads may sleep, and an untimed waiter back from a futex wait asks for it | that waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off; the asker, withdrawing before it sleeps (to `CONTENDED`) unless it keeps its ask |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off; a waiter withdrawing an ask (below) | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
+//! | `ASKED`     | held; threads may sleep, and an untimed waiter back from a futex wait asks for it | that waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off; a waiter that wrote it and has seen no other value since, withdrawing before it sleeps (to `CONTENDED`) unless it keeps its ask |
 //! | `HANDED`    | held in trust for a thread that slept | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
 //!
 //! Invariants, kept by the transitions below:
@@ -24,18 +24,22 @@
 //!    then finds it held and marks it `ASKED`, or `CONTENDED` if it is timed, before it sleeps
 //!    again.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
-//!    `CONTENDED`, `LOCKED` or `CONTENDED` into `ASKED`, or its own `ASKED` back into
-//!    `CONTENDED`. So an unlock finds `LOCKED` (no wake owed: release, no syscall), or
-//!    `CONTENDED` or `ASKED`, which waiters may flip between meanwhile: it releases the one
-//!    (and wakes a sleeper) or hands off the other, by a CAS that fails if the word flipped.
+//!    `CONTENDED`, `LOCKED` or `CONTENDED` into `ASKED`, or an `ASKED` it wrote and has seen
+//!    no other value since back into `CONTENDED` (usually its own ask; another's, if its own
+//!    was served and a new one written while it did not look). So an unlock finds `LOCKED` (no
+//!    wake owed: release, no syscall), or `CONTENDED` or `ASKED`, which waiters may flip
+//!    between meanwhile: a plain unlock releases the one (and wakes a sleeper) or hands off
+//!    the other, deciding on the value its read-modify-write replaces; a fair unlock's swap
+//!    hands off from either.
 //! 3. **A hand-off always has a claimer.** `ASKED` is written only by an untimed waiter,
 //!    which never gives up, and while the word stays `ASKED` its writer is running or asleep
 //!    on the `ASKING_WAITER` bitset: it remembers writing it until it sees another value, and
 //!    it sleeps with the word `ASKED` only keeping its ask (on that bitset), as any other sleep
-//!    of an asker is on `CONTENDED`, after withdrawing. So a hand-off from `ASKED` finds the
-//!    asker running, where it sees `HANDED`, or asleep, where the wake after the hand-off
-//!    reaches it; it claims `HANDED`, unless another thread back from a futex wait (woken, or
-//!    finding the word changed) claimed it first. A fair unlock of a `CONTENDED` word wakes
+//!    of the writer is on `CONTENDED`, after withdrawing. So a hand-off from `ASKED` finds the
+//!    writer running, where it sees `HANDED`, or asleep, where the wake after the hand-off
+//!    reaches it or another `ASKING_WAITER` sleeper (all have slept); that thread claims
+//!    `HANDED`, unless another thread back from a futex wait (woken, or finding the word
+//!    changed) claimed it first. A fair unlock of a `CONTENDED` word wakes
 //!    one *untimed* sleeper before it writes `HANDED`, and writes it only if that wake found
 //!    one; else it releases. Either way, if the claimer looked before `HANDED` was written and
 //!    went back to sleep, the unlock's second wake, after writing `HANDED`, or the changed
@@ -53,11 +57,11 @@
 //!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
 //!   `UNLOCKED` as `CONTENDED` or claim `HANDED`; an untimed waiter turns a held word `ASKED`
 //!   and spins for the hand-off, then withdraws its ask (`ASKED -> CONTENDED`) and sleeps, or,
-//!   passed over often enough (`src/fairness.rs`), keeps it and sleeps on the `ASKING_WAITER`
-//!   bitset; a timed one spins again while `LOCKED`, or sleeps again.
-//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: `ASKED -> HANDED` and wake an
-//!   `ASKING_WAITER` sleeper, or `CONTENDED -> UNLOCKED` and wake one sleeper (a CAS each,
-//!   retried as waiters flip the word); for a fair unlock (`unlock_fair`) of a word nobody
+//!   back from enough futex waits (`src/fairness.rs`), keeps it and sleeps on the
+//!   `ASKING_WAITER` bitset; a timed one spins again while `LOCKED`, or sleeps again.
+//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else, in one read-modify-write:
+//!   `ASKED -> HANDED` and wake an `ASKING_WAITER` sleeper, or `CONTENDED -> UNLOCKED` and
+//!   wake one sleeper; for a fair unlock (`unlock_fair`) of a word nobody
 //!   asks on, first wake an untimed sleeper and, if there was one, write `HANDED` and wake
 //!   once more.
 //!
@@ -216,8 +220,8 @@ impl RawMutex {
     /// order, but a woken thread that finds the lock claimed by another sleeps again behind
     /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
     /// [`unlock`](RawMutex::unlock) hands off only to a waiter that was woken without getting
-    /// the lock and asked for it: one still spinning for it, or one passed over often enough
-    /// to keep asking while it sleeps (`src/fairness.rs`).
+    /// the lock and asked for it: one still spinning for it, or one back from enough futex
+    /// waits to keep asking while it sleeps (`src/fairness.rs`).
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never woken for a
     /// hand-off, as one may give up at its deadline with the lock in trust for it (one that is
@@ -274,7 +278,8 @@ impl RawMutex {
     /// it keeps it ([`crate::fairness::keeps_ask`]). Returns whether this thread holds the lock.
     #[inline(always)]
     fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
-        // Futex waits in this call. Until this thread sleeps, it takes a free lock as LOCKED;
+        // Returns from a futex wait in this call (a wake, a spurious return, or a wait that
+        // found the word changed). Until this thread sleeps, it takes a free lock as LOCKED;
         // after, as CONTENDED, since others may sleep still and this thread's unlock must wake
         // the next (invariant 1).
         let mut sleeps = 0;
@@ -351,7 +356,7 @@ impl RawMutex {
                 return false;
             }
             // Woken, or the word changed before the sleep: look again, spinning afresh.
-            sleeps += 1;
+            sleeps = sleeps.saturating_add(1);
             spin = SpinWait::new();
         }
     }
@@ -383,24 +388,19 @@ impl RawMutex {
             UNTIMED_WAITER
         } else {
             // CONTENDED and ASKED flip while waiters ask and withdraw (their only changes to
-            // a held word): release the one, hand off the other.
-            let mut state = self.word.load(Ordering::Relaxed);
-            loop {
-                let to = if state == ASKED { HANDED } else { UNLOCKED };
-                match self
-                    .word
-                    .compare_exchange(state, to, Ordering::Release, Ordering::Relaxed)
-                {
-                    Ok(_) if to == UNLOCKED => {
-                        // From here another thread may own the lock and free it: wake by
-                        // address only, the sleeper that takes the lock next.
-                        let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
-                        return;
-                    }
-                    Ok(_) => break ASKING_WAITER,
-                    Err(now) => state = now,
-                }
+            // a held word): release the one, hand off the other, decided on the value replaced.
+            let released = self
+                .word
+                .fetch_update(Ordering::Release, Ordering::Relaxed, |state| {
+                    Some(if state == ASKED { HANDED } else { UNLOCKED })
+                });
+            if released != Ok(ASKED) {
+                // From here another thread may own the lock and free it: wake by address
+                // only, the sleeper that takes the lock next.
+                let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
+                return;
             }
+            ASKING_WAITER
         };
         // Wake by address only (as above): the claimer, if it sleeps still or went back to
         // sleep too early (invariant 3).
