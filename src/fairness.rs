@@ -12,24 +12,18 @@
 //! An untimed Mutex waiter back from a futex wait (woken, or finding the word changed) that
 //! finds the lock taken asks for it (`src/raw/mutex.rs`, `ASKED`): the next unlock hands the
 //! lock over, to the asker or another thread back from a wait, never to one that has not waited
-//! yet. The asker spins for the hand-off while it asks, so a hand-off to a spinning asker costs
-//! no wake-up's latency: the lock is idle only until the asker sees it. If the holder keeps the
-//! lock past the spin, the asker withdraws its ask and sleeps, so that no unlock waits for its
-//! wake-up; from its [`KEEP_ASK_AFTER_SLEEPS`]th return from a futex wait of a lock call
-//! onward ([`keeps_ask`]; a wake, a spurious return, or a wait that found the word changed),
-//! it keeps the ask while it sleeps, and the next unlock hands the lock over and waits for a
-//! wake-up. That is the bound, and it is not a guarantee: a contended release wakes the
-//! longest sleeper, so a waiter that finds the lock taken after two wakes usually asks through
-//! its next sleep and gets the lock at the unlock after, unless another thread back from a
-//! wait claims it first, another waiter's ask stands already (it then sleeps without one), or
-//! a waiter whose own ask was served while it did not look withdraws this one (its flag is
-//! stale, and the word does not say whose ask it holds). It is not a queue. Threads that have
-//! not waited never ask, so running threads still take a free lock in passing, which is what
-//! makes a contended lock fast. The rule follows the Linux kernel mutex's hand-off (its first
-//! waiter, woken and failing to take the lock, sets `MUTEX_FLAG_HANDOFF`, and the unlock gives
-//! the lock to that waiter); the withdrawal after a first wait is this crate's, for locks held
-//! longer than the spin. It counts returns from futex waits and reads no clock, so the model
-//! checkers run it as it ships, both paths included.
+//! yet. The asker asks while it runs and spins for the hand-off before it sleeps again, so a
+//! hand-off usually costs no wake-up's latency: the lock is idle only until the asker sees it.
+//! It sleeps again only when the holder keeps the lock past the spin (longer than a few
+//! microseconds), and then the hand-off waits for its wake-up. Threads that have not waited
+//! never ask, so running threads still take a free lock in passing, which is what makes a
+//! contended lock fast. While anyone asks, the lock goes only to threads back from a wait, and
+//! every contended release wakes the longest sleeper, which then asks. It is not a queue, and
+//! no bound on how often a waiter can be passed over is proven: a thread whose first wait found
+//! the word changed counts as back from a wait. The rule follows the Linux kernel mutex's
+//! hand-off (its first waiter, woken and failing to take the lock, sets `MUTEX_FLAG_HANDOFF`,
+//! and the unlock gives the lock to that waiter). It reads no clock, so the model checkers run
+//! it as it ships.
 //!
 //! ## The RwLock's write unlock: a count ([`hand_off_now`])
 //!
@@ -47,18 +41,6 @@
 use core::cell::Cell;
 
 use crate::thread::thread_local;
-
-/// A Mutex waiter that asked for the lock, back from this many futex waits in one lock call
-/// (or more), keeps its ask through its next sleep; before, it withdraws it. Two: an asker
-/// back from its first wait withdraws, so that a lock held past the spin is not handed to a
-/// sleeper at every unlock, and one back from its second asks through its sleep.
-pub(crate) const KEEP_ASK_AFTER_SLEEPS: u32 = 2;
-
-/// Whether a Mutex waiter that asked for the lock, back from `sleeps` futex waits in this lock
-/// call, keeps its ask while it sleeps again (the next unlock then waits for a wake-up).
-pub(crate) fn keeps_ask(sleeps: u32) -> bool {
-    sleeps >= KEEP_ASK_AFTER_SLEEPS
-}
 
 /// One contended write unlock of a RwLock in this many, per thread, hands the lock off.
 pub(crate) const HAND_OFF_PERIOD: u32 = 16;

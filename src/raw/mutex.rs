@@ -8,8 +8,8 @@
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
 //! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
-//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off; a waiter withdrawing an ask (below) | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
-//! | `ASKED`     | held; threads may sleep, and an untimed waiter back from a futex wait asks for it | that waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off; a waiter that wrote it and has seen no other value since, withdrawing before it sleeps (to `CONTENDED`) unless it keeps its ask |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
+//! | `ASKED`     | held; threads may sleep, and an untimed waiter woken without the lock asks for it | that waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off |
 //! | `HANDED`    | held in trust for a thread that slept | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
 //!
 //! Invariants, kept by the transitions below:
@@ -24,26 +24,17 @@
 //!    then finds it held and marks it `ASKED`, or `CONTENDED` if it is timed, before it sleeps
 //!    again.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
-//!    `CONTENDED`, `LOCKED` or `CONTENDED` into `ASKED`, or an `ASKED` it wrote and has seen
-//!    no other value since back into `CONTENDED` (usually its own ask; another's, if its own
-//!    was served and a new one written while it did not look). So an unlock finds `LOCKED` (no
-//!    wake owed: release, no syscall), or `CONTENDED` or `ASKED`, which waiters may flip
-//!    between meanwhile: a plain unlock releases the one (and wakes a sleeper) or hands off
-//!    the other, deciding on the value its read-modify-write replaces; a fair unlock's swap
-//!    hands off from either.
+//!    `CONTENDED`, or `LOCKED` or `CONTENDED` into `ASKED`. So an unlock finds `LOCKED` (no
+//!    wake owed: release, no syscall), `CONTENDED` (release and wake one, or hand off; a CAS,
+//!    as a waiter may turn it `ASKED` meanwhile) or `ASKED` (hand off; only the holder
+//!    changes it).
 //! 3. **A hand-off always has a claimer.** `ASKED` is written only by an untimed waiter,
-//!    which never gives up, and while the word stays `ASKED` its writer is running or asleep
-//!    on the `ASKING_WAITER` bitset: it remembers writing it until it sees another value, and
-//!    it sleeps with the word `ASKED` only keeping its ask (on that bitset), as any other sleep
-//!    of the writer is on `CONTENDED`, after withdrawing. So a hand-off from `ASKED` finds the
-//!    writer running, where it sees `HANDED`, or asleep, where the wake after the hand-off
-//!    reaches it or another `ASKING_WAITER` sleeper (all have slept); that thread claims
-//!    `HANDED`, unless another thread back from a futex wait (woken, or finding the word
-//!    changed) claimed it first. A fair unlock of a `CONTENDED` word wakes
-//!    one *untimed* sleeper before it writes `HANDED`, and writes it only if that wake found
-//!    one; else it releases. Either way, if the claimer looked before `HANDED` was written and
-//!    went back to sleep, the unlock's second wake, after writing `HANDED`, or the changed
-//!    word sends it (or another sleeper of its kind) back to claim it. Timed waiters
+//!    which never gives up: it claims `HANDED`, unless another thread back from a futex wait
+//!    (woken, or finding the word changed) claimed it first. A fair unlock of a `CONTENDED`
+//!    word wakes one *untimed* sleeper before it writes `HANDED`, and writes it only if that
+//!    wake found one; else it releases. Either way, if the claimer looked before `HANDED` was
+//!    written and went back to sleep, the unlock's second wake, after writing `HANDED`, or the
+//!    changed word sends it (or another sleeper of its kind) back to claim it. Timed waiters
 //!    sleep with a futex bitset of their own that hand-off wakes do not match, so a deadline
 //!    never strands a hand-off. Once `HANDED` is written the unlocking thread no longer owns
 //!    the lock and touches the word only by address: another thread may own it and free it by
@@ -56,14 +47,12 @@
 //!   nobody sleeps), spin ([`SpinWait`]) and take it when it turns `UNLOCKED`; then turn
 //!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
 //!   `UNLOCKED` as `CONTENDED` or claim `HANDED`; an untimed waiter turns a held word `ASKED`
-//!   and spins for the hand-off, then withdraws its ask (`ASKED -> CONTENDED`) and sleeps, or,
-//!   back from enough futex waits (`src/fairness.rs`), keeps it and sleeps on the
-//!   `ASKING_WAITER` bitset; a timed one spins again while `LOCKED`, or sleeps again.
-//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else, in one read-modify-write:
-//!   `ASKED -> HANDED` and wake an `ASKING_WAITER` sleeper, or `CONTENDED -> UNLOCKED` and
-//!   wake one sleeper; for a fair unlock (`unlock_fair`) of a word nobody
-//!   asks on, first wake an untimed sleeper and, if there was one, write `HANDED` and wake
-//!   once more.
+//!   and spins for the hand-off before it sleeps again (on the `ASKING_WAITER` bitset); a
+//!   timed one spins again while `LOCKED`, or sleeps again.
+//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED`, write `HANDED` and
+//!   wake an `ASKING_WAITER` sleeper; from `CONTENDED`, release and wake one sleeper, or, for
+//!   a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED` and wake once
+//!   more.
 //!
 //! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], when a waiter
 //! asks for a hand-off in `src/fairness.rs`. Under a model checker the same code runs on the
@@ -220,8 +209,7 @@ impl RawMutex {
     /// order, but a woken thread that finds the lock claimed by another sleeps again behind
     /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
     /// [`unlock`](RawMutex::unlock) hands off only to a waiter that was woken without getting
-    /// the lock and asked for it: one still spinning for it, or one back from enough futex
-    /// waits to keep asking while it sleeps (`src/fairness.rs`).
+    /// the lock and asked for it, which is usually still spinning for it.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never woken for a
     /// hand-off, as one may give up at its deadline with the lock in trust for it (one that is
@@ -274,30 +262,20 @@ impl RawMutex {
 
     /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
     /// again, until the lock is taken or `deadline` passes; an untimed waiter back from a
-    /// sleep asks for the lock and spins for it, and withdraws the ask before it sleeps unless
-    /// it keeps it ([`crate::fairness::keeps_ask`]). Returns whether this thread holds the lock.
+    /// sleep asks for the lock and spins for it. Returns whether this thread holds the lock.
     #[inline(always)]
     fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
-        // Returns from a futex wait in this call (a wake, a spurious return, or a wait that
-        // found the word changed). Until this thread sleeps, it takes a free lock as LOCKED;
-        // after, as CONTENDED, since others may sleep still and this thread's unlock must wake
-        // the next (invariant 1).
-        let mut sleeps = 0;
-        // Whether this thread may ask for the lock: once back from a futex wait, if untimed
+        // Until this thread sleeps, it takes a free lock as LOCKED; after, as CONTENDED, since
+        // others may sleep still and this thread's unlock must wake the next (invariant 1).
+        let mut slept = false;
+        // Whether this thread asks for the lock: once back from a futex wait, if untimed
         // (`src/fairness.rs`); a timed waiter never asks, as it may give up with the lock
         // handed to it (invariant 3).
-        let asks = deadline.is_none();
-        // Whether the word's `ASKED` may be this thread's own (invariant 3): set when it writes
-        // `ASKED`, cleared when it sees any other value. Two threads may both believe so (an
-        // ask served and written again unseen); that costs fairness only, never a claimer.
-        let mut asked = false;
+        let mut asking = false;
         let mut spin = SpinWait::new();
         loop {
-            let slept = sleeps > 0;
             let taken_as = if slept { CONTENDED } else { LOCKED };
-            let state = self.word.load(Ordering::Relaxed);
-            asked &= state == ASKED;
-            let sleep_on = match state {
+            let sleep_on = match self.word.load(Ordering::Relaxed) {
                 UNLOCKED => {
                     if self.take(UNLOCKED, taken_as) {
                         return true;
@@ -310,29 +288,18 @@ impl RawMutex {
                     }
                     continue;
                 }
-                held @ (LOCKED | CONTENDED) if slept && asks => {
-                    // Asking acquires nothing: Relaxed. The hand-off's CAS and the claim's
+                held @ (LOCKED | CONTENDED) if asking => {
+                    // Asking acquires nothing: Relaxed. The hand-off's swap and the claim's
                     // CAS order the holder's writes before the claimer's reads.
-                    asked = self
-                        .word
-                        .compare_exchange(held, ASKED, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok();
+                    let _ = self.word.compare_exchange(
+                        held,
+                        ASKED,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
                     continue;
                 }
-                ASKED if slept && asks && spin.spin() => continue,
-                ASKED if asked && !crate::fairness::keeps_ask(sleeps) => {
-                    // Withdraw the ask before sleeping, so that no unlock waits on this
-                    // thread's wake-up: CONTENDED, as this thread sleeps on it next.
-                    if self
-                        .word
-                        .compare_exchange(ASKED, CONTENDED, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_err()
-                    {
-                        continue;
-                    }
-                    asked = false;
-                    CONTENDED
-                }
+                ASKED if asking && spin.spin() => continue,
                 LOCKED if spin.spin() => continue,
                 LOCKED => {
                     if !self.take(LOCKED, CONTENDED) {
@@ -340,8 +307,7 @@ impl RawMutex {
                     }
                     CONTENDED
                 }
-                // CONTENDED, ASKED (this thread's own, kept, or another's), or HANDED to a
-                // thread that slept (this one has not).
+                // CONTENDED, ASKED, or HANDED to a thread that slept (this one has not).
                 state => state,
             };
             if deadline.is_some_and(|d| d.has_passed()) {
@@ -349,14 +315,15 @@ impl RawMutex {
             }
             let bitset = match deadline {
                 Some(_) => TIMED_WAITER,
-                None if asked => UNTIMED_WAITER | ASKING_WAITER,
+                None if asking => UNTIMED_WAITER | ASKING_WAITER,
                 None => UNTIMED_WAITER,
             };
             if self.word.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
                 return false;
             }
             // Woken, or the word changed before the sleep: look again, spinning afresh.
-            sleeps = sleeps.saturating_add(1);
+            slept = true;
+            asking = deadline.is_none();
             spin = SpinWait::new();
         }
     }
@@ -378,30 +345,30 @@ impl RawMutex {
         // The sleepers that may claim a hand-off: the waiters that asked, or the untimed ones.
         // Until the release or the hand-off, the lock is held, so the word is alive and the
         // fair unlock's first wake goes through `&self`.
-        let claimer = if fair
-            && self.word.load(Ordering::Relaxed) != ASKED
-            && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1)
-        {
-            // A swap, not a store: a waiter may be asking or withdrawing meanwhile, and the
-            // hand-off must come after that in the word's order.
-            self.word.swap(HANDED, Ordering::Release);
+        let claimer = if self.word.load(Ordering::Relaxed) == ASKED {
+            ASKING_WAITER
+        } else if fair && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1) {
             UNTIMED_WAITER
         } else {
-            // CONTENDED and ASKED flip while waiters ask and withdraw (their only changes to
-            // a held word): release the one, hand off the other, decided on the value replaced.
-            let released = self
-                .word
-                .fetch_update(Ordering::Release, Ordering::Relaxed, |state| {
-                    Some(if state == ASKED { HANDED } else { UNLOCKED })
-                });
-            if released != Ok(ASKED) {
+            match self.word.compare_exchange(
+                CONTENDED,
+                UNLOCKED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
                 // From here another thread may own the lock and free it: wake by address
                 // only, the sleeper that takes the lock next.
-                let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
-                return;
+                Ok(_) => {
+                    let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
+                    return;
+                }
+                // A waiter asked meanwhile (the only change a waiter makes to CONTENDED).
+                Err(_) => ASKING_WAITER,
             }
-            ASKING_WAITER
         };
+        // A swap, not a store: a waiter may be turning CONTENDED into ASKED meanwhile, and
+        // the hand-off must come after that in the word's order.
+        self.word.swap(HANDED, Ordering::Release);
         // Wake by address only (as above): the claimer, if it sleeps still or went back to
         // sleep too early (invariant 3).
         let _ = Futex::wake_bitset_at(addr, 1, claimer);
