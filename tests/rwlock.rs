@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use futexkit::sync::{Barrier, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use futexkit_support::blocked::{gettid, spawn_blocked, wait_until_blocked};
+use futexkit_support::blocked::{gettid, spawn_blocked, spawn_blocked_on, wait_until_blocked};
 
 fn poison_by_writer<T: Send + Sync + 'static>(lock: &Arc<RwLock<T>>) {
     let lock = Arc::clone(lock);
@@ -478,17 +478,12 @@ fn a_fair_write_unlock_hands_the_lock_to_the_sleeper(mode: Mode) {
     use std::sync::mpsc;
 
     let raw = Arc::new(RawRwLock::new());
-    // The first wait in a process measures the machine for the spin policy (a `OnceLock`). A
-    // sleeper that blocks on that, because another test is measuring, looks asleep to
-    // `spawn_blocked` without being asleep on this lock: have this thread wait once first.
-    raw.write();
-    assert!(!raw.try_read_for(Duration::from_millis(1)));
-    // SAFETY: taken just above.
-    unsafe { raw.write_unlock() };
     for round in 0..20 {
         raw.write();
         let (release, released) = mpsc::channel::<()>();
-        let sleeper = spawn_blocked({
+        // Asleep on the lock's word, not on another futex (an allocator's lock, or the spin
+        // policy's first measurement): only then is the fair unlock's hand-off owed to it.
+        let sleeper = spawn_blocked_on(&*raw, {
             let raw = Arc::clone(&raw);
             move || {
                 mode.lock(&raw);

@@ -10,16 +10,34 @@ use std::time::{Duration, Instant};
 /// elsewhere, on its way to the futex, would pass). Gives up (panics) after 60 s: a hang is a
 /// failure.
 pub fn wait_until_blocked(tid: u32) {
-    wait_until_asleep_in_futex(&format!("/proc/self/task/{tid}"), &format!("thread {tid}"));
+    wait_until_asleep_in_futex(
+        &format!("/proc/self/task/{tid}"),
+        &format!("thread {tid}"),
+        None,
+    );
+}
+
+/// [`wait_until_blocked`], and the futex word the thread sleeps on must lie inside `object`
+/// (the lock it waits for), not elsewhere (an allocator's lock, say): read from the first
+/// argument of its system call (`/proc/self/task/TID/syscall`). Where the kernel hides that
+/// file, as [`wait_until_blocked`].
+pub fn wait_until_blocked_on<O>(tid: u32, object: &O) {
+    let start = object as *const O as u64;
+    wait_until_asleep_in_futex(
+        &format!("/proc/self/task/{tid}"),
+        &format!("thread {tid}"),
+        Some(start..start + std::mem::size_of::<O>() as u64),
+    );
 }
 
 /// Waits until the (single-threaded) process `pid` is asleep in a futex call, as
 /// [`wait_until_blocked`] does for a thread of this process.
 pub fn wait_until_process_blocked(pid: u32) {
-    wait_until_asleep_in_futex(&format!("/proc/{pid}"), &format!("process {pid}"));
+    wait_until_asleep_in_futex(&format!("/proc/{pid}"), &format!("process {pid}"), None);
 }
 
-fn wait_until_asleep_in_futex(dir: &str, what: &str) {
+/// `on`: the addresses the futex word must lie in, if given.
+fn wait_until_asleep_in_futex(dir: &str, what: &str, on: Option<std::ops::Range<u64>>) {
     let stat_path = format!("{dir}/stat");
     let wchan_path = format!("{dir}/wchan");
     let syscall_path = format!("{dir}/syscall");
@@ -37,14 +55,23 @@ fn wait_until_asleep_in_futex(dir: &str, what: &str) {
             // PI futex waiters sleep in the rt_mutex code.
             let in_futex = wchan.contains("futex") || wchan.contains("rt_mutex");
             let wchan_hidden = wchan.trim() == "0" || wchan.is_empty();
-            if in_futex || (wchan_hidden && sleeps_in_a_futex_call(&syscall_path)) {
+            let on_the_word = || match &on {
+                Some(on) => sleeps_on(&syscall_path, on),
+                None => true,
+            };
+            if (in_futex || (wchan_hidden && sleeps_in_a_futex_call(&syscall_path)))
+                && on_the_word()
+            {
                 return;
             }
             last_wchan = wchan;
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "{what} never blocked in a futex call (last wchan {last_wchan:?})"
+            "{what} never blocked in a futex call{} (last wchan {last_wchan:?})",
+            on.as_ref()
+                .map(|on| format!(" on a word in {:#x}..{:#x}", on.start, on.end))
+                .unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -71,6 +98,26 @@ fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
     }
 }
 
+/// Whether the system call in `syscall_path` (its number, then its arguments in hex) is a futex
+/// call on a word in `on`. `futex_waitv` names its words through an array: any such call
+/// passes. True where the file cannot be read or names no call.
+fn sleeps_on(syscall_path: &str, on: &std::ops::Range<u64>) -> bool {
+    let Ok(text) = std::fs::read_to_string(syscall_path) else {
+        return true;
+    };
+    let mut fields = text.split_whitespace();
+    let Some(Ok(nr)) = fields.next().map(str::parse::<libc::c_long>) else {
+        return true;
+    };
+    if nr == libc::SYS_futex_waitv {
+        return true;
+    }
+    fields
+        .next()
+        .and_then(|word| u64::from_str_radix(word.trim_start_matches("0x"), 16).ok())
+        .is_some_and(|word| on.contains(&word))
+}
+
 /// The calling thread's kernel thread id.
 pub fn gettid() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
@@ -82,6 +129,21 @@ pub fn spawn_blocked<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
     spawn_blocked_by(std::thread::Builder::new(), f)
+}
+
+/// [`spawn_blocked`], returning once the thread sleeps on a futex word inside `object` (see
+/// [`wait_until_blocked_on`]).
+pub fn spawn_blocked_on<O, T: Send + 'static>(
+    object: &O,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        f()
+    });
+    wait_until_blocked_on(rx.recv().unwrap(), object);
+    handle
 }
 
 /// [`spawn_blocked`] with the thread made by `builder` (a name, say).
