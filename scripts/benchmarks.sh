@@ -54,17 +54,25 @@ if [ -n "$prebuilt" ]; then
     commit=$(cat "$prebuilt/COMMIT")
 else
     cargo build --release --quiet --examples --features lock_api_05
-    ex=target/release/examples
+    ex="${CARGO_TARGET_DIR:-target}/release/examples"
     commit=$(git rev-parse --short HEAD)
     git diff --quiet HEAD -- src support examples || commit="$commit (with uncommitted changes)"
 fi
 if [ -n "$export_to" ]; then
     mkdir -p "$export_to"
+    copied=0
     for source in examples/*.rs; do
         # Examples that need a feature this build leaves out (Cargo.toml's required-features)
         # are not built, and no section runs them.
-        [ ! -x "$ex/$(basename "$source" .rs)" ] || cp "$ex/$(basename "$source" .rs)" "$export_to/"
+        if [ -x "$ex/$(basename "$source" .rs)" ]; then
+            cp "$ex/$(basename "$source" .rs)" "$export_to/"
+            copied=$((copied + 1))
+        fi
     done
+    if [ "$copied" -eq 0 ]; then
+        echo "no example found in $ex to export" >&2
+        exit 1
+    fi
     echo "$commit" >"$export_to/COMMIT"
     echo "exported the examples of $commit to $export_to" >&2
     exit 0
@@ -75,7 +83,9 @@ if [ -n "$against" ] && [ -n "$prebuilt" ]; then
     prev_ex="$against"
     prev_commit=$(cat "$against/COMMIT")
 elif [ -n "$against" ]; then
-    (cd "$against" && cargo build --release --quiet --examples)
+    # In its own target directory: a shared CARGO_TARGET_DIR would put both builds' examples
+    # in one place.
+    (cd "$against" && env -u CARGO_TARGET_DIR cargo build --release --quiet --examples)
     prev_ex="$against/target/release/examples"
     prev_commit=$(git -C "$against" rev-parse --short HEAD)
 fi
