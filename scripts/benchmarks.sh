@@ -54,7 +54,9 @@ if [ -n "$prebuilt" ]; then
     commit=$(cat "$prebuilt/COMMIT")
 else
     cargo build --release --quiet --examples --features lock_api_05
-    ex="${CARGO_TARGET_DIR:-target}/release/examples"
+    # Wherever cargo puts it (CARGO_TARGET_DIR, or a config's build.target-dir).
+    ex="$(cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/examples"
     commit=$(git rev-parse --short HEAD)
     git diff --quiet HEAD -- src support examples || commit="$commit (with uncommitted changes)"
 fi
@@ -83,9 +85,8 @@ if [ -n "$against" ] && [ -n "$prebuilt" ]; then
     prev_ex="$against"
     prev_commit=$(cat "$against/COMMIT")
 elif [ -n "$against" ]; then
-    # In its own target directory: a shared CARGO_TARGET_DIR would put both builds' examples
-    # in one place.
-    (cd "$against" && env -u CARGO_TARGET_DIR cargo build --release --quiet --examples)
+    # In its own target directory: a shared one would put both builds' examples in one place.
+    (cd "$against" && CARGO_TARGET_DIR="$against/target" cargo build --release --quiet --examples)
     prev_ex="$against/target/release/examples"
     prev_commit=$(git -C "$against" rev-parse --short HEAD)
 fi

@@ -3,6 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+/// futex2's `futex_wait`, which libc does not name yet: the same number on every architecture
+/// (the generic syscall table).
+const SYS_FUTEX_WAIT: libc::c_long = 455;
+
 /// Waits until thread `tid` of this process is asleep in a futex call, so a test can wake it
 /// and count it. Reads `/proc/self/task/TID/{stat,wchan}`; where the kernel hides `wchan`, the
 /// system call the thread sleeps in (`/proc/self/task/TID/syscall`) must be a futex one, and
@@ -81,9 +85,6 @@ fn wait_until_asleep_in_futex(dir: &str, what: &str, on: Option<std::ops::Range<
 /// first) is a futex call: `futex`, `futex_waitv` or futex2's `futex_wait`. True where the file
 /// cannot be read or names no call (a kernel without it): then the sleeping state must do.
 fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
-    /// futex2's `futex_wait`, which libc does not name yet: the same number on every
-    /// architecture (the generic syscall table).
-    const SYS_FUTEX_WAIT: libc::c_long = 455;
     let Ok(text) = std::fs::read_to_string(syscall_path) else {
         return true;
     };
@@ -99,23 +100,23 @@ fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
 }
 
 /// Whether the system call in `syscall_path` (its number, then its arguments in hex) is a futex
-/// call on a word in `on`. `futex_waitv` names its words through an array: any such call
-/// passes. True where the file cannot be read or names no call.
+/// call on a word in `on`. The kernel writes the call only for a thread it caught asleep
+/// ("running" otherwise), so a match is proof. `futex_waitv` names its words through an array:
+/// any such call passes. True only where the file cannot be read at all (then the caller's
+/// other checks must do); false for "running" or anything else, so the caller looks again.
 fn sleeps_on(syscall_path: &str, on: &std::ops::Range<u64>) -> bool {
     let Ok(text) = std::fs::read_to_string(syscall_path) else {
         return true;
     };
     let mut fields = text.split_whitespace();
-    let Some(Ok(nr)) = fields.next().map(str::parse::<libc::c_long>) else {
-        return true;
-    };
-    if nr == libc::SYS_futex_waitv {
-        return true;
+    match fields.next().map(str::parse::<libc::c_long>) {
+        Some(Ok(nr)) if nr == libc::SYS_futex_waitv => true,
+        Some(Ok(nr)) if nr == libc::SYS_futex || nr == SYS_FUTEX_WAIT => fields
+            .next()
+            .and_then(|word| u64::from_str_radix(word.trim_start_matches("0x"), 16).ok())
+            .is_some_and(|word| on.contains(&word)),
+        _ => false,
     }
-    fields
-        .next()
-        .and_then(|word| u64::from_str_radix(word.trim_start_matches("0x"), 16).ok())
-        .is_some_and(|word| on.contains(&word))
 }
 
 /// The calling thread's kernel thread id.
@@ -132,17 +133,14 @@ pub fn spawn_blocked<T: Send + 'static>(
 }
 
 /// [`spawn_blocked`], returning once the thread sleeps on a futex word inside `object` (see
-/// [`wait_until_blocked_on`]).
+/// [`wait_until_blocked_on`]). Not for a condvar waiter that a notify may requeue onto a
+/// mutex: the kernel keeps reporting the address it first slept on.
 pub fn spawn_blocked_on<O, T: Send + 'static>(
     object: &O,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        tx.send(gettid()).unwrap();
-        f()
-    });
-    wait_until_blocked_on(rx.recv().unwrap(), object);
+    let (handle, tid) = spawn_reporting_tid(std::thread::Builder::new(), f);
+    wait_until_blocked_on(tid, object);
     handle
 }
 
@@ -151,6 +149,16 @@ pub fn spawn_blocked_by<T: Send + 'static>(
     builder: std::thread::Builder,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
+    let (handle, tid) = spawn_reporting_tid(builder, f);
+    wait_until_blocked(tid);
+    handle
+}
+
+/// Spawns a thread with `builder` that runs `f`; returns its handle and kernel thread id.
+fn spawn_reporting_tid<T: Send + 'static>(
+    builder: std::thread::Builder,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> (std::thread::JoinHandle<T>, u32) {
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = builder
         .spawn(move || {
@@ -158,9 +166,7 @@ pub fn spawn_blocked_by<T: Send + 'static>(
             f()
         })
         .expect("a thread");
-    let tid = rx.recv().unwrap();
-    wait_until_blocked(tid);
-    handle
+    (handle, rx.recv().unwrap())
 }
 
 /// Kernel version `(major, minor)` from `uname -r`.
