@@ -1,7 +1,7 @@
 //! futexkit's main job: this machine's ping-pong table.
 //!
-//! Two threads hand a turn back and forth with each mechanism, idle and then with a busy thread
-//! on every CPU (oversubscribed). Prints the mean round trip over several batches (each a fresh
+//! Two threads hand a turn back and forth with each mechanism, idle, then with a busy thread on
+//! every CPU (oversubscribed), then with two. Prints the mean round trip over several batches (each a fresh
 //! pair of threads: total time over total round trips, so a slow batch counts), the fastest and
 //! slowest batch, and the mean's ratio to raw futex wake + wait. `cargo run --release --example pingpong [-- --quick]`.
 
@@ -28,44 +28,45 @@ fn main() {
         let _load = BackgroundLoad::start();
         run_all(batches, batch_time)
     };
+    let twice_loaded = {
+        let _load = BackgroundLoad::per_cpu(2);
+        run_all(batches, batch_time)
+    };
 
-    println!(
-        "| {:<28} | {:>27} | {:>12} | {:>27} | {:>12} |",
-        "mechanism", "idle", "vs wake+wait", "oversubscribed", "vs wake+wait"
-    );
-    println!(
-        "|{:-<30}|{:->29}|{:->14}|{:->29}|{:->14}|",
-        "", "", "", "", ""
-    );
-    let base_idle = idle[0].1.map(|r| r.mean);
-    let base_loaded = loaded[0].1.map(|r| r.mean);
-    for (row, ((mechanism, idle), (_, loaded))) in idle.iter().zip(&loaded).enumerate() {
-        match (idle, loaded) {
-            (Some(i), Some(l)) => println!(
-                "| {:<28} | {:>27} | {:>12} | {:>27} | {:>12} |",
-                mechanism.name(),
-                spread(i),
-                if row == 0 {
-                    "baseline".to_string()
-                } else {
-                    ratio(i.mean, base_idle)
-                },
-                spread(l),
-                if row == 0 {
-                    "baseline".to_string()
-                } else {
-                    ratio(l.mean, base_loaded)
-                },
-            ),
-            _ => println!(
-                "| {:<28} | {:>27} | {:>12} | {:>27} | {:>12} |",
-                mechanism.name(),
-                "skipped",
-                "",
-                "skipped",
-                mechanism.available().err().unwrap_or("")
-            ),
+    let columns = ["idle", "oversubscribed", "two busy per CPU"];
+    print!("| {:<28} |", "mechanism");
+    for column in columns {
+        print!(" {column:>27} | {:>12} |", "vs wake+wait");
+    }
+    println!();
+    print!("|{:-<30}|", "");
+    for _ in columns {
+        print!("{:->29}|{:->14}|", "", "");
+    }
+    println!();
+    let runs = [&idle, &loaded, &twice_loaded];
+    for (row, (mechanism, _)) in idle.iter().enumerate() {
+        print!("| {:<28} |", mechanism.name());
+        for (column, run) in runs.iter().enumerate() {
+            match run[row].1 {
+                Some(r) => {
+                    let versus = if row == 0 {
+                        "baseline".to_string()
+                    } else {
+                        ratio(r.mean, run[0].1.map(|base| base.mean))
+                    };
+                    print!(" {:>27} | {:>12} |", spread(&r), versus);
+                }
+                // Why, once, in the last column.
+                None if column + 1 == runs.len() => print!(
+                    " {:>27} | {:>12} |",
+                    "skipped",
+                    mechanism.available().err().unwrap_or("")
+                ),
+                None => print!(" {:>27} | {:>12} |", "skipped", ""),
+            }
         }
+        println!();
     }
 }
 

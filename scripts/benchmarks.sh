@@ -158,7 +158,7 @@ if [ -n "$prev_ex" ] && ! grep -q "fastest - slowest" "$prev_ex/pingpong" 2>/dev
 fi
 section "Ping-pong: one round trip between two threads" pingpong $quick
 SKIP_PREVIOUS=""
-note pingpong "Reading: each mechanism against raw futex wake + wait, as the mean over fresh pairs of threads (total time over total round trips, so a slow batch counts), with the fastest and slowest batch in brackets. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription it must not be slower than sleeping, nor with both threads on one CPU, where the partner cannot run while its waiter spins: compare the two one-CPU rows (a Parker waiter on the CPU its partner last handed over from sleeps at once). futexkit's Mutex+Condvar is the same code as std's and parking_lot's rows: its waits spin while their spins pay (src/spin/)."
+note pingpong "Reading: each mechanism against raw futex wake + wait, as the mean over fresh pairs of threads (total time over total round trips, so a slow batch counts), with the fastest and slowest batch in brackets. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription (one busy thread per CPU in the same process, then two) it must not be slower than sleeping, nor with both threads on one CPU, where the partner cannot run while its waiter spins: compare the two one-CPU rows (a Parker waiter on the CPU its partner last handed over from sleeps at once). futexkit's Mutex+Condvar is the same code as std's and parking_lot's rows: its waits spin while their spins pay (src/spin/)."
 
 # count BINARY ARGS...: the instructions the run executes (callgrind).
 count() {

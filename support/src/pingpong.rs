@@ -194,9 +194,15 @@ pub struct BackgroundLoad {
 }
 
 impl BackgroundLoad {
+    /// One busy thread per usable CPU.
     pub fn start() -> BackgroundLoad {
+        BackgroundLoad::per_cpu(1)
+    }
+
+    /// `threads_per_cpu` busy threads per usable CPU.
+    pub fn per_cpu(threads_per_cpu: usize) -> BackgroundLoad {
         let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..futexkit::capabilities().usable_cpus())
+        let threads = (0..futexkit::capabilities().usable_cpus() * threads_per_cpu)
             .map(|_| {
                 let stop = Arc::clone(&stop);
                 std::thread::spawn(move || {
