@@ -1,9 +1,9 @@
 //! futexkit's main job: this machine's ping-pong table.
 //!
 //! Two threads hand a turn back and forth with each mechanism, idle, then with a busy thread on
-//! every CPU (oversubscribed), then with two. Prints the mean round trip over several batches (each a fresh
-//! pair of threads: total time over total round trips, so a slow batch counts), the fastest and
-//! slowest batch, and the mean's ratio to raw futex wake + wait. `cargo run --release --example pingpong [-- --quick]`.
+//! every CPU (oversubscribed), then with two. Prints the mean round trip over several batches
+//! (each a fresh pair of threads: total time over total round trips, so a slow batch counts),
+//! the fastest and slowest batch, and the mean's ratio to raw futex wake + wait. `cargo run --release --example pingpong [-- --quick]`.
 
 use futexkit_support::pingpong;
 
