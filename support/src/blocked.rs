@@ -81,41 +81,60 @@ fn wait_until_asleep_in_futex(dir: &str, what: &str, on: Option<std::ops::Range<
     }
 }
 
-/// Whether the system call named in `syscall_path` (a `/proc/.../syscall` file: its number
-/// first) is a futex call: `futex`, `futex_waitv` or futex2's `futex_wait`. True where the file
-/// cannot be read or names no call (a kernel without it): then the sleeping state must do.
-fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
-    let Ok(text) = std::fs::read_to_string(syscall_path) else {
-        return true;
-    };
-    match text
-        .split_whitespace()
-        .next()
-        .map(str::parse::<libc::c_long>)
-    {
-        Some(Ok(nr)) => [libc::SYS_futex, libc::SYS_futex_waitv, SYS_FUTEX_WAIT].contains(&nr),
-        // "running", or nothing readable.
-        _ => true,
-    }
+/// What a `/proc/.../syscall` file says of a thread.
+enum SyscallFile {
+    /// The file cannot be read (a kernel without it).
+    Unreadable,
+    /// No call: "running" (the kernel did not catch the thread asleep), or nothing parsable.
+    NoCall,
+    /// Asleep in call `nr`, whose first argument (in hex in the file) is `first_arg`.
+    Call {
+        nr: libc::c_long,
+        first_arg: Option<u64>,
+    },
 }
 
-/// Whether the system call in `syscall_path` (its number, then its arguments in hex) is a futex
-/// call on a word in `on`. The kernel writes the call only for a thread it caught asleep
-/// ("running" otherwise), so a match is proof. `futex_waitv` names its words through an array:
-/// any such call passes. True only where the file cannot be read at all (then the caller's
-/// other checks must do); false for "running" or anything else, so the caller looks again.
-fn sleeps_on(syscall_path: &str, on: &std::ops::Range<u64>) -> bool {
+fn read_syscall_file(syscall_path: &str) -> SyscallFile {
     let Ok(text) = std::fs::read_to_string(syscall_path) else {
-        return true;
+        return SyscallFile::Unreadable;
     };
     let mut fields = text.split_whitespace();
     match fields.next().map(str::parse::<libc::c_long>) {
-        Some(Ok(nr)) if nr == libc::SYS_futex_waitv => true,
-        Some(Ok(nr)) if nr == libc::SYS_futex || nr == SYS_FUTEX_WAIT => fields
-            .next()
-            .and_then(|word| u64::from_str_radix(word.trim_start_matches("0x"), 16).ok())
-            .is_some_and(|word| on.contains(&word)),
-        _ => false,
+        Some(Ok(nr)) => SyscallFile::Call {
+            nr,
+            first_arg: fields
+                .next()
+                .and_then(|arg| u64::from_str_radix(arg.trim_start_matches("0x"), 16).ok()),
+        },
+        _ => SyscallFile::NoCall,
+    }
+}
+
+/// Whether the system call named in `syscall_path` is a futex call: `futex`, `futex_waitv` or
+/// futex2's `futex_wait`. True where the file cannot be read or names no call (a kernel
+/// without it): then the sleeping state must do.
+fn sleeps_in_a_futex_call(syscall_path: &str) -> bool {
+    match read_syscall_file(syscall_path) {
+        SyscallFile::Call { nr, .. } => {
+            [libc::SYS_futex, libc::SYS_futex_waitv, SYS_FUTEX_WAIT].contains(&nr)
+        }
+        SyscallFile::Unreadable | SyscallFile::NoCall => true,
+    }
+}
+
+/// Whether the system call in `syscall_path` is a futex call on a word in `on`. The kernel
+/// writes the call only for a thread it caught asleep, so a match is proof. `futex_waitv`
+/// names its words through an array: any such call passes. True only where the file cannot be
+/// read at all (then the caller's other checks must do); false for "running" or anything else,
+/// so the caller looks again.
+fn sleeps_on(syscall_path: &str, on: &std::ops::Range<u64>) -> bool {
+    match read_syscall_file(syscall_path) {
+        SyscallFile::Unreadable => true,
+        SyscallFile::Call { nr, .. } if nr == libc::SYS_futex_waitv => true,
+        SyscallFile::Call { nr, first_arg } if nr == libc::SYS_futex || nr == SYS_FUTEX_WAIT => {
+            first_arg.is_some_and(|word| on.contains(&word))
+        }
+        SyscallFile::Call { .. } | SyscallFile::NoCall => false,
     }
 }
 
