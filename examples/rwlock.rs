@@ -1,7 +1,8 @@
 //! RwLock and Barrier, futexkit vs std vs parking_lot, interleaved in one run: read-only
 //! scaling, read/write mixes, writers among readers (each side's throughput), a writer's wait
 //! under a continuous stream of readers, and barrier rounds per second.
-//! `cargo run --release --example rwlock [-- --quick]`.
+//! `cargo run --release --example rwlock [-- --quick] [--writers 1,4] [--readers 0,4,16]`
+//! (the last two: the rows of the writers-among-readers table).
 
 use std::time::Duration;
 
@@ -49,7 +50,19 @@ fn sides((writes, reads): (Vec<f64>, Vec<f64>)) -> Sides {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let list = |name: &str, default: &[usize]| -> Vec<usize> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map_or(default.to_vec(), |l| {
+                l.split(',')
+                    .map(|n| n.parse().unwrap_or_else(|_| panic!("{name} 1,4,16")))
+                    .collect()
+            })
+    };
+    let (writer_rows, reader_rows) = (list("--writers", &[1, 4]), list("--readers", &[0, 4, 16]));
     let (rounds, duration) = if quick {
         (1, Duration::from_millis(100))
     } else {
@@ -109,8 +122,8 @@ fn main() {
     );
     println!("| writers | readers | writes fk | writes std | writes pl | reads fk | reads std | reads pl | writes fk / best | reads fk / best | total fk / best | slowest writer fk / std / pl | slowest reader fk / std / pl |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for writers in [1, 4] {
-        for readers in [0, 4, 16] {
+    for &writers in &writer_rows {
+        for &readers in &reader_rows {
             let r = interleaved(
                 rounds,
                 |a: &Sides, b| a.writes.total_cmp(&b.writes),

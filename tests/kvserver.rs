@@ -39,7 +39,7 @@ fn stop(server: Server, expected_at_least: usize) {
 
 #[test]
 fn every_backend_answers_a_checked_load_and_joins_every_thread() {
-    for backend in Backend::ALL {
+    for backend in Backend::ALL.into_iter().chain(Backend::SPLIT) {
         let server = Server::start(any_port(), backend, 3).unwrap();
         let mut config = load::Config::new(server.addr(), 4, Duration::from_secs(30), 2000);
         config.keys = 32;
@@ -242,4 +242,13 @@ fn server_and_load_generator_refuse_non_loopback_addresses() {
     assert!(load::loopback_addr("example.com:80").is_err());
     assert!(load::loopback_addr("[::1]:80").is_ok());
     assert!(load::loopback_addr("localhost:80").is_ok());
+}
+
+#[test]
+fn every_backend_name_parses_back() {
+    for backend in Backend::ALL.into_iter().chain(Backend::SPLIT) {
+        assert_eq!(backend.name().parse::<Backend>(), Ok(backend));
+    }
+    let err = "futex".parse::<Backend>().unwrap_err();
+    assert!(err.contains("std+futexkit_rwlock"), "{err}");
 }

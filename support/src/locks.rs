@@ -18,11 +18,23 @@ pub enum Backend {
     Futexkit,
     /// `parking_lot::{Mutex, Condvar}`.
     ParkingLot,
+    /// futexkit's Mutex and Condvar with std's RwLock ([`Split`]): which of the two a
+    /// difference between futexkit and std comes from.
+    FutexkitWithStdRwLock,
+    /// std's Mutex and Condvar with futexkit's RwLock ([`Split`]).
+    StdWithFutexkitRwLock,
 }
 
 impl Backend {
     /// Every backend, in the order tables print them.
     pub const ALL: [Backend; 3] = [Backend::Futexkit, Backend::Std, Backend::ParkingLot];
+
+    /// The libraries mixed, one for the Mutex and Condvar and another for the RwLock: not in
+    /// [`ALL`](Backend::ALL), named only on request.
+    pub const SPLIT: [Backend; 2] = [
+        Backend::FutexkitWithStdRwLock,
+        Backend::StdWithFutexkitRwLock,
+    ];
 
     /// The name the `--backend` flag takes.
     pub fn name(self) -> &'static str {
@@ -30,6 +42,8 @@ impl Backend {
             Backend::Std => "std",
             Backend::Futexkit => "futexkit",
             Backend::ParkingLot => "parking_lot",
+            Backend::FutexkitWithStdRwLock => "futexkit+std_rwlock",
+            Backend::StdWithFutexkitRwLock => "std+futexkit_rwlock",
         }
     }
 }
@@ -45,8 +59,14 @@ impl FromStr for Backend {
     fn from_str(s: &str) -> Result<Self, String> {
         Backend::ALL
             .into_iter()
+            .chain(Backend::SPLIT)
             .find(|b| b.name() == s)
-            .ok_or_else(|| format!("unknown backend {s:?} (expected std, futexkit or parking_lot)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown backend {s:?} (expected std, futexkit, parking_lot, \
+                     futexkit+std_rwlock or std+futexkit_rwlock)"
+                )
+            })
     }
 }
 
@@ -189,6 +209,59 @@ impl Locks for ParkingLot {
     }
     fn notify_all(c: &Self::Condvar) {
         c.notify_all();
+    }
+}
+
+/// One library's Mutex, Condvar and Barrier (`M`) with another's RwLock (`R`), to tell which
+/// of the two a workload's difference comes from.
+pub struct Split<M, R>(core::marker::PhantomData<(M, R)>);
+
+impl<M: Locks, R: Locks> Locks for Split<M, R> {
+    const NAME: &'static str = "split";
+    type Mutex<T: Send + 'static> = M::Mutex<T>;
+    type Condvar = M::Condvar;
+    type RwLock<T: Send + Sync + 'static> = R::RwLock<T>;
+    type Barrier = M::Barrier;
+    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+        M::mutex(value)
+    }
+    fn condvar() -> Self::Condvar {
+        M::condvar()
+    }
+    fn rwlock<T: Send + Sync + 'static>(value: T) -> Self::RwLock<T> {
+        R::rwlock(value)
+    }
+    fn barrier(parties: usize) -> Self::Barrier {
+        M::barrier(parties)
+    }
+    fn read<T: Send + Sync + 'static, Out>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> Out) -> Out {
+        R::read(l, f)
+    }
+    fn write<T: Send + Sync + 'static, Out>(
+        l: &Self::RwLock<T>,
+        f: impl FnOnce(&mut T) -> Out,
+    ) -> Out {
+        R::write(l, f)
+    }
+    fn barrier_wait(b: &Self::Barrier) -> bool {
+        M::barrier_wait(b)
+    }
+    fn with<T: Send + 'static, Out>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> Out) -> Out {
+        M::with(m, f)
+    }
+    fn wait_while<T: Send + 'static, Out>(
+        m: &Self::Mutex<T>,
+        c: &Self::Condvar,
+        wait: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> Out,
+    ) -> Out {
+        M::wait_while(m, c, wait, then)
+    }
+    fn notify_one(c: &Self::Condvar) {
+        M::notify_one(c);
+    }
+    fn notify_all(c: &Self::Condvar) {
+        M::notify_all(c);
     }
 }
 

@@ -34,6 +34,7 @@ use std::time::Duration;
 
 pub use crate::locks::Backend;
 use crate::locks::Locks;
+use crate::locks::Split;
 
 /// The longest request line accepted, not counting its `\n`.
 pub const MAX_LINE: usize = 4096;
@@ -164,6 +165,16 @@ impl Server {
             )?),
             Backend::ParkingLot => Box::new(Started::<crate::locks::ParkingLot>::start(
                 listener, workers, &threads,
+            )?),
+            Backend::FutexkitWithStdRwLock => Box::new(Started::<
+                Split<crate::locks::Futexkit, crate::locks::Std>,
+            >::start(
+                listener, workers, &threads
+            )?),
+            Backend::StdWithFutexkitRwLock => Box::new(Started::<
+                Split<crate::locks::Std, crate::locks::Futexkit>,
+            >::start(
+                listener, workers, &threads
             )?),
         };
         Ok(Server {
