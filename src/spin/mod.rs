@@ -14,7 +14,7 @@
 //! |--------|------|-------|
 //! | a lock (the Mutex, the RwLock, the shared Mutex) | [`SpinWait`]: a fixed budget, then sleep | this file |
 //! | a compare-and-swap that lost to other threads | `back_off`: `2^losses` hints, no budget | this file |
-//! | a notify (Condvar, Barrier) | `spin_for_notify`: a lock's budget while its thread's spins pay, or a probe | `notify.rs` |
+//! | a notify (Condvar, Barrier) | `spin_for_notify`: none while threads wait for a CPU; else a lock's budget while its thread's spins pay, or a probe | `notify.rs` |
 //! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: twice the moving average of its sleeps, capped | `hand_off.rs` |
 //!
 //! What the policy decided is counted in `decisions.rs` ([`decisions()`]). None of it is

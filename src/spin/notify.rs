@@ -1,15 +1,17 @@
-//! The rule of a waiter for a notify (`spin_for_notify`: Condvar and Barrier waits): spin a
-//! lock's budget (`SPIN_WAIT_NS`) only while its thread's spins have been paying (credit: +2 a
-//! won spin, -1 a lost one, 0 after a preempted one), or after a notify of its own found its
-//! waiters awake while every runnable thread has a CPU and its last spin was not preempted;
-//! without either, probe once in
-//! `NOTIFY_PROBE_EVERY` waits, a probe right after a notify that woke a sleeper going on up to
-//! `MAX_SPIN_NS` while every runnable thread has a CPU (`/proc/loadavg`). Credit is per thread,
-//! so a Condvar keeps std's size. A barrier's waiter spins only where all parties can run at
-//! once.
+//! The rule of a waiter for a notify (`spin_for_notify`: Condvar and Barrier waits). It never
+//! spins while threads on the machine wait for a CPU (`/proc/loadavg`, looked at about once a
+//! millisecond per process): a spin holds a CPU, and there it holds one another thread wants.
+//! Otherwise it spins a lock's budget (`SPIN_WAIT_NS`) while its thread's spins have been
+//! paying (credit: +2 a won spin, -1 a lost one, 0 after a preempted one), or after a notify of
+//! its own found its waiters awake and its last spin was not preempted; without either, it
+//! probes once in `NOTIFY_PROBE_EVERY` waits, a probe right after a notify that woke a sleeper
+//! going on up to `MAX_SPIN_NS` while every runnable thread still has a CPU. Credit is per
+//! thread, so a Condvar keeps std's size. A barrier's waiter spins only where all parties can
+//! run at once.
 //!
-//! A notify waiter reads the clock around each budget, and `/proc/loadavg` at most once a
-//! millisecond per process (a long probe: between budgets; open, read, close).
+//! A notify waiter that reaches the decision reads the clock, around each budget too, and
+//! `/proc/loadavg` at most once a millisecond per process (a long probe also between its
+//! budgets; open, read, close).
 //!
 //! ## State
 //!
@@ -19,7 +21,7 @@
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
 //! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
-//! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait that a notify finding its waiters awake would make spin |
+//! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait for a notify that reaches the decision |
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -129,6 +131,11 @@ std::thread_local! {
 /// holds, and returns whether it did; or does not spin at all (calling `done` once) where
 /// spinning has not been paying.
 ///
+/// No wait spins while threads on the machine wait for a CPU
+/// (`every_runnable_thread_had_a_cpu_lately`): a spin would hold a CPU one of them wants (a
+/// server's workers, the threads of its connections), and a wake-up's latency there is the
+/// scheduler's, which a spin cannot shorten for anyone else.
+///
 /// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin is the
 /// short, fixed one of a lock waiter, never learned longer. Whether to spin at all is learned per
 /// thread (a thread's waits tend to be of one kind: a worker waiting for jobs, one side of a
@@ -136,13 +143,12 @@ std::thread_local! {
 /// budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
 /// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
 /// anyway when a notify of its thread found its waiters awake since its last decision (unless its
-/// last spin was preempted, or threads wait for CPUs: where they do, a notify that woke nobody more
-/// often means nobody waits), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe: one budget,
+/// last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe: one budget,
 /// or, right after a notify of its thread woke a sleeper (a hand-off: the woken thread is likely
 /// the one to answer), budget after budget up to `MAX_SPIN_NS` in all, each after the first only
-/// while every runnable thread has a CPU, none was preempted and the deadline has not passed. Only
-/// such a probe outlasts a wake-up, so only it can find that two threads taking turns would answer
-/// each other while spinning. No budget grows with what a wait took.
+/// while every runnable thread still has a CPU, none was preempted and the deadline has not
+/// passed. Only such a probe outlasts a wake-up, so only it can find that two threads taking
+/// turns would answer each other while spinning. No budget grows with what a wait took.
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
@@ -155,11 +161,12 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     // budget after budget while the probe's conditions hold.
     let spin = NOTIFY_HISTORY.with(|h| {
         let last_notify = h.last_notify.replace(LastNotify::None);
-        if h.credit.get() > 0
-            || (last_notify == LastNotify::FoundAwake
-                && !h.preempted.get()
-                && every_runnable_thread_had_a_cpu_lately())
-        {
+        // A spin holds a CPU: where threads wait for one, it is taken from them (a server's
+        // workers, its connections' threads), whatever this thread's spins have earned.
+        if !every_runnable_thread_had_a_cpu_lately() {
+            return None;
+        }
+        if h.credit.get() > 0 || (last_notify == LastNotify::FoundAwake && !h.preempted.get()) {
             return Some(false);
         }
         let skipped = h.skipped.get() + 1;
@@ -214,7 +221,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
 
 /// Tells the policy what a notify of this thread's (a Condvar's notify, a barrier leader's release)
 /// did: `woken` sleepers it woke. None: its waiters, if any, are running, so this thread's next
-/// wait for a notify spins, credit or not, while every runnable thread has a CPU. Some: the next
+/// wait for a notify spins, credit or not (where every runnable thread has a CPU). Some: the next
 /// wait is likely for the answer of a thread it woke, so if that wait probes, the probe may outlast
 /// the wake-up ([`spin_for_notify`]). A policy input only: the notify itself is complete. It
 /// measures nothing (a notify never starts the policy's one-time measurement of the machine) and
