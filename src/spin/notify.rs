@@ -18,7 +18,7 @@
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
 //! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
-//! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit |
+//! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit while every runnable thread has a CPU |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
 //! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
 //! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait for a notify that reaches the decision |
