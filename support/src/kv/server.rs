@@ -33,8 +33,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 pub use crate::locks::Backend;
-use crate::locks::Locks;
-use crate::locks::Split;
+use crate::locks::{Locks, Split};
 
 /// The longest request line accepted, not counting its `\n`.
 pub const MAX_LINE: usize = 4096;
