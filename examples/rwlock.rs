@@ -17,35 +17,45 @@ fn us(d: Duration) -> String {
 }
 
 /// One run of writers among readers, as the table shows it: each side's total, and its
-/// slowest thread's rate against the side's average (a side with no threads: 0 and 1).
+/// slowest and median threads' rates against the side's average (a side with no threads: 0,
+/// and 1 for both).
 #[derive(Clone, Copy)]
 struct Sides {
     writes: f64,
     reads: f64,
-    slowest_writer: f64,
-    slowest_reader: f64,
+    writers: Spread,
+    readers: Spread,
+}
+
+/// The slowest and the median thread of one side, each over the side's average.
+#[derive(Clone, Copy)]
+struct Spread {
+    slowest: f64,
+    median: f64,
+}
+
+fn spread(rates: &[f64]) -> Spread {
+    if rates.is_empty() {
+        return Spread {
+            slowest: 1.0,
+            median: 1.0,
+        };
+    }
+    let average = (rates.iter().sum::<f64>() / rates.len() as f64).max(f64::MIN_POSITIVE);
+    let mut sorted = rates.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Spread {
+        slowest: sorted[0].min(average) / average,
+        median: sorted[sorted.len() / 2] / average,
+    }
 }
 
 fn sides((writes, reads): (Vec<f64>, Vec<f64>)) -> Sides {
-    let total = |v: &[f64]| v.iter().sum::<f64>();
-    let slowest = |v: &[f64]| {
-        let average = total(v) / v.len().max(1) as f64;
-        v.iter().copied().fold(f64::INFINITY, f64::min).min(average)
-            / average.max(f64::MIN_POSITIVE)
-    };
     Sides {
-        writes: total(&writes),
-        reads: total(&reads),
-        slowest_writer: if writes.is_empty() {
-            1.0
-        } else {
-            slowest(&writes)
-        },
-        slowest_reader: if reads.is_empty() {
-            1.0
-        } else {
-            slowest(&reads)
-        },
+        writes: writes.iter().sum(),
+        reads: reads.iter().sum(),
+        writers: spread(&writes),
+        readers: spread(&reads),
     }
 }
 
@@ -118,9 +128,9 @@ fn main() {
     }
 
     println!(
-        "\nWriters among readers: write and read throughput, million operations per second (median round by write throughput); slowest: the slowest thread's rate over its side's average"
+        "\nWriters among readers: write and read throughput, million operations per second (median round by write throughput); slowest, median: the slowest and the median thread's rate over its side's average"
     );
-    println!("| writers | readers | writes fk | writes std | writes pl | reads fk | reads std | reads pl | writes fk / best | reads fk / best | total fk / best | slowest writer fk / std / pl | slowest reader fk / std / pl |");
+    println!("| writers | readers | writes fk | writes std | writes pl | reads fk | reads std | reads pl | writes fk / best | reads fk / best | total fk / best | slowest, median writer fk / std / pl | slowest, median reader fk / std / pl |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &writers in &writer_rows {
         for &readers in &reader_rows {
@@ -150,13 +160,13 @@ fn main() {
                 per_side(|s| s.reads),
                 per_side(|s| s.writes + s.reads),
             ];
-            let slowest = |f: fn(&Sides) -> f64| {
+            let spreads = |f: fn(&Sides) -> Spread| {
                 r.iter()
-                    .map(|s| format!("{:.2}", f(s)))
+                    .map(|s| format!("{:.2}, {:.2}", f(s).slowest, f(s).median))
                     .collect::<Vec<_>>()
                     .join(" / ")
             };
-            let (reads_shown, read_ratio, slowest_readers) = if readers == 0 {
+            let (reads_shown, read_ratio, reader_spreads) = if readers == 0 {
                 (
                     ["-".to_string(), "-".to_string(), "-".to_string()],
                     "-".to_string(),
@@ -166,7 +176,7 @@ fn main() {
                 (
                     reads.map(|x| format!("{x:.2}")),
                     format!("{:.2}", ratio_to_best(reads)),
-                    slowest(|s| s.slowest_reader),
+                    spreads(|s| s.readers),
                 )
             };
             println!(
@@ -180,8 +190,8 @@ fn main() {
                 ratio_to_best(writes),
                 read_ratio,
                 ratio_to_best(totals),
-                slowest(|s| s.slowest_writer),
-                slowest_readers,
+                spreads(|s| s.writers),
+                reader_spreads,
             );
         }
     }
