@@ -27,7 +27,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::decisions::{count, Tally};
-use super::{machine, spinning_can_pay, MAX_PAUSES_BETWEEN_LOOKS};
+use super::{machine, spinning_can_pay, SpinWait, MAX_PAUSES_BETWEEN_LOOKS};
 use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::{Deadline, Error, Futex, Scope};
 
@@ -146,12 +146,10 @@ impl Spinner {
         result
     }
 
-    /// Tells the spinner how a wait that spun out its budget and then slept turned out:
-    /// `slept` is the sleep. The spinner forgets what it learned, and sleeps at once next time,
-    /// when spinning takes a CPU some other thread wants: when this thread was preempted since
-    /// its last sleep, or when the sleep was shorter than the spin before it (the answer came
-    /// just after the spin gave up: the spin most likely kept the partner from running, woken
-    /// onto this CPU or waiting for it). Otherwise a sleep within the cap teaches it to spin
+    /// Tells the spinner how long (`slept`) a wait slept after it spun out its budget. It
+    /// forgets what it learned when spinning takes a CPU another thread wants: this thread was
+    /// preempted since its last sleep, or the sleep was shorter than the spin before it (the spin
+    /// most likely kept the partner from running). Else a sleep within the cap teaches it to spin
     /// longer, one beyond the cap to spin less.
     pub(crate) fn record_sleep(&self, slept: Duration) {
         self.learn_from_sleep(slept, preempted_since_last_sleep());
@@ -201,8 +199,8 @@ impl Spinner {
         }
     }
 
-    /// The spin itself: `done` after each run of hints (doubling up to
-    /// `MAX_PAUSES_BETWEEN_LOOKS`) until it holds or the budget, cut at `deadline`, runs out.
+    /// The spin itself: `done` after each run of hints, as a [`SpinWait`] makes them, until it
+    /// holds or the budget, cut at `deadline`, runs out.
     #[cold]
     fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
         if MODEL_CHECKED {
@@ -214,25 +212,20 @@ impl Spinner {
             return false;
         }
         let ns_per_hint = machine().ns_per_hint;
-        let max_hints = (budget / ns_per_hint).max(1);
-        let mut hints = 0;
-        let mut run = 1;
-        while hints < max_hints {
-            for _ in 0..run {
-                core::hint::spin_loop();
-            }
-            hints += run;
+        let hints = (budget / ns_per_hint).max(1);
+        let mut spin = SpinWait::with_hints(hints);
+        while spin.spin_run() {
             if done() {
                 // A spin that won says spinning pays, however quickly it won: it teaches at
                 // least the shortest budget worth spinning, never to stop spinning.
-                self.learn(hints.saturating_mul(ns_per_hint).max(MIN_SPIN_NS));
+                let spun = hints - spin.hints_left;
+                self.learn(spun.saturating_mul(ns_per_hint).max(MIN_SPIN_NS));
                 count(Tally::HandOffWon);
                 return true;
             }
-            run = (run * 2).min(MAX_PAUSES_BETWEEN_LOOKS);
             // The budget counts hints, not the looks' own cost: a timed wait re-checks its
             // clock once per longest run.
-            if run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
+            if spin.run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
                 break;
             }
         }

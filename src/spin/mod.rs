@@ -32,10 +32,6 @@
 //! sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a blocked
 //! holder wastes at most the budget. The spin reads one value measured once (`Machine`).
 //!
-//! A compare-and-swap that lost to other threads (readers adding themselves to a RwLock's
-//! count) pauses `2^losses` hints, at most `MAX_PAUSES_BETWEEN_LOOKS` (`back_off`): the word
-//! changed, so it is not a wait and has no budget.
-//!
 //! ## State
 //!
 //! | state | kept | meaning | changed by |
@@ -44,9 +40,7 @@
 //! | `Machine` | once per process | usable CPUs, CPUs online, a spin hint's cost, a lock spin's hints | measured at the first spin, never again |
 //!
 //! Spinning cannot pay with one usable CPU, nor under a model checker (a spin is one look
-//! there, so that models stay small: the seam's `MODEL_CHECKED`): `Machine` then holds a lock
-//! budget of 0. The machine's facts are measured once, at the first spin: no kernel probe, no
-//! environment.
+//! there, so that models stay small): `Machine` then holds a lock budget of 0.
 
 mod decisions;
 mod hand_off;
@@ -114,8 +108,14 @@ impl SpinWait {
     /// A full budget, or none where spinning cannot pay.
     #[inline]
     pub fn new() -> SpinWait {
+        SpinWait::with_hints(machine().spin_wait_hints)
+    }
+
+    /// A spin of `hints` spin hints in all (a hand-off's learned budget, say).
+    #[inline]
+    fn with_hints(hints: u32) -> SpinWait {
         SpinWait {
-            hints_left: machine().spin_wait_hints,
+            hints_left: hints,
             run: 1,
         }
     }

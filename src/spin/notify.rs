@@ -1,17 +1,26 @@
-//! The rule of a waiter for a notify (`spin_for_notify`: Condvar and Barrier waits). It never
-//! spins while threads on the machine wait for a CPU (`/proc/loadavg`, looked at about once a
-//! millisecond per process): a spin holds a CPU, and there it holds one another thread wants.
-//! Otherwise it spins a lock's budget (`SPIN_WAIT_NS`) while its thread's spins have been
-//! paying (credit: +2 a won spin, -1 a lost one, 0 after a preempted one), or after a notify of
-//! its own found its waiters awake and its last spin was not preempted; without either, it
-//! probes once in `NOTIFY_PROBE_EVERY` waits, a probe right after a notify that woke a sleeper
-//! going on up to `MAX_SPIN_NS` while every runnable thread still has a CPU. Credit is per
-//! thread, so a Condvar keeps std's size. A barrier's waiter spins only where all parties can
-//! run at once.
+//! The rule of a waiter for a notify (`spin_for_notify`: Condvar and Barrier waits), in the
+//! order it is applied:
 //!
-//! A notify waiter that reaches the decision reads the clock, around each budget too, and
-//! `/proc/loadavg` at most once a millisecond per process (a long probe also between its
-//! budgets; open, read, close).
+//! 1. No spin while threads on the machine wait for a CPU (`/proc/loadavg`'s runnable threads
+//!    above the CPUs online, looked at about once a millisecond per process): a spin would hold
+//!    a CPU one of them wants.
+//! 2. One budget of a lock's spin (`SPIN_WAIT_NS`) while the thread's spins have been paying
+//!    (credit: +2 a won spin, -1 a lost one, 0 after a preempted one), or after a notify of its
+//!    own found its waiters awake (they run, and in a hand-off one of them answers next), unless
+//!    its last spin was preempted.
+//! 3. Else a probe, once in `NOTIFY_PROBE_EVERY` waits: one budget, or, right after a notify of
+//!    its own woke a sleeper, budget after budget up to `MAX_SPIN_NS` while every runnable
+//!    thread has a CPU, no budget was preempted and the deadline has not passed. Only such a
+//!    probe outlasts a wake-up, so only it finds that two threads taking turns would answer
+//!    each other while spinning.
+//! 4. Else sleep at once.
+//!
+//! The notifier may not be running (blocked in I/O, say), so no budget grows with what a wait
+//! took. Credit is per thread (a thread's waits tend to be of one kind: a worker waiting for
+//! jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's waiter spins only
+//! where all parties can run at once. A wait that reaches the decision reads the clock, around
+//! each budget too, and `/proc/loadavg` at most once a millisecond per process (a long probe
+//! also between its budgets; open, read, close).
 //!
 //! ## State
 //!
@@ -32,12 +41,8 @@ use super::{machine, usable_cpus, SpinWait, MAX_SPIN_NS, SPIN_WAIT_NS};
 use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::Deadline;
 
-/// What a thread's recent waits for a notify ([`spin_for_notify`]) taught: `credit` says how
-/// well its spins have been paying (0: not at all; spinning stops), `skipped` counts waits
-/// since its last spin, so that a thread that stopped still probes once in
-/// `NOTIFY_PROBE_EVERY` waits and finds out when spinning would pay again; `last_notify` says
-/// what its latest notify since its last decision found ([`notified`]), and `preempted` that
-/// its last spin was preempted (which a notify that found its waiters awake does not override).
+/// What a thread's recent waits for a notify taught, and what its latest notify found (the
+/// state table at the top of this file).
 struct NotifyHistory {
     credit: core::cell::Cell<u8>,
     skipped: core::cell::Cell<u8>,
@@ -71,22 +76,17 @@ const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
 const NOTIFY_PROBE_EVERY: u8 = 16;
 
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
-/// most the CPUs the system has online (`/proc/loadavg` counts the whole system's threads, so
-/// a process confined to some CPUs learns whether the machine has one to spare, not whether
-/// its own do). Then a spin takes no CPU that another thread wants. False where the count
-/// cannot be read. Three system calls, so asked only by a long probe, between its budgets, and
-/// through `every_runnable_thread_had_a_cpu_lately`, about once a millisecond.
+/// most the CPUs online (the count is the whole system's, so a process confined to some CPUs
+/// learns whether the machine has one to spare). False where the count cannot be read. Three
+/// system calls: asked by a long probe between its budgets, else through the next function.
 fn every_runnable_thread_has_a_cpu() -> bool {
     crate::futex::sys::thread::runnable_threads()
         .is_some_and(|n| n as usize <= machine().online_cpus)
 }
 
-/// `every_runnable_thread_has_a_cpu` as seen at most a millisecond ago, asked again once the
-/// latest look is older: `LATEST_RUNNABLE_LOOK` holds that look's millisecond (counted from 1
-/// at the policy's first look, `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`). Threads
-/// that ask within one millisecond share one answer (two that race may both look), so a
-/// thread that waits often pays a clock read for the question, and the file read about once a
-/// millisecond per process.
+/// `every_runnable_thread_has_a_cpu` as seen at most a millisecond ago: `LATEST_RUNNABLE_LOOK`
+/// holds the latest look's millisecond (from 1 at `FIRST_RUNNABLE_LOOK`) and its answer
+/// (`runnable_look`), shared by every thread that asks within it (two that race may both look).
 fn every_runnable_thread_had_a_cpu_lately() -> bool {
     static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
     static FIRST_RUNNABLE_LOOK: OnceLock<Instant> = OnceLock::new();
@@ -126,29 +126,9 @@ std::thread_local! {
     };
 }
 
-/// The spin of a wait for another thread's notify (a Condvar's wait, a Barrier's): spins a
-/// lock waiter's budget (`SPIN_WAIT_NS`; a probe after a hand-off, several) until `done`
-/// holds, and returns whether it did; or does not spin at all (calling `done` once) where
-/// spinning has not been paying.
-///
-/// No wait spins while threads on the machine wait for a CPU
-/// (`every_runnable_thread_had_a_cpu_lately`): a spin would hold a CPU one of them wants (a
-/// server's workers, the threads of its connections), and a wake-up's latency there is the
-/// scheduler's, which a spin cannot shorten for anyone else.
-///
-/// The notifier is some other thread, maybe not running (blocked in I/O, say), so the spin is the
-/// short, fixed one of a lock waiter, never learned longer. Whether to spin at all is learned per
-/// thread (a thread's waits tend to be of one kind: a worker waiting for jobs, one side of a
-/// ping-pong): spins that win earn credit and spins that lose cost it, and a spin one of whose
-/// budgets lasted `PREEMPTED_SPIN_NS` or more loses it all: its thread was preempted while
-/// spinning, so its spinning takes a CPU that other threads want. Without credit, a wait spins
-/// anyway when a notify of its thread found its waiters awake since its last decision (unless its
-/// last spin was preempted), and one wait in `NOTIFY_PROBE_EVERY` spins as a probe: one budget,
-/// or, right after a notify of its thread woke a sleeper (a hand-off: the woken thread is likely
-/// the one to answer), budget after budget up to `MAX_SPIN_NS` in all, each after the first only
-/// while every runnable thread still has a CPU, none was preempted and the deadline has not
-/// passed. Only such a probe outlasts a wake-up, so only it can find that two threads taking
-/// turns would answer each other while spinning. No budget grows with what a wait took.
+/// The spin of a wait for another thread's notify (a Condvar's wait, a Barrier's), by the rule
+/// at the top of this file: spins until `done` holds and returns whether it did, or does not
+/// spin at all (calling `done` once).
 pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut() -> bool) -> bool {
     if done() {
         return true;
