@@ -13,7 +13,8 @@
 //! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
 //! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
 //! | `HANDED`          | 5    | with `WRITE_LOCKED`: the write lock is held in trust for a writer woken from a sleep | a fair write unlock that woke an untimed writer | an untimed writer back from a sleep, claiming the lock |
-//! | count             | 6-31 | readers holding the lock, the upgradable one included; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
+//! | `WRITER_SPINNING` | 6    | a writer (or the upgrader) spins for the readers in the lock to leave; no reader may take the lock. Never with `WRITE_LOCKED`, `WRITERS_WAITING` or `READ_PHASE` | a writer or upgrader that finds other readers in the lock, nobody asleep and no read phase | every take of the write lock (an upgrade's too); a writer's or upgrader's step to sleep, which sets `WRITERS_WAITING` in its place |
+//! | count             | 7-31 | readers holding the lock, the upgradable one included; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
 //!
 //! Readers, upgradable readers, writers and the upgrader sleep on the same word with different
 //! futex bitsets, so a wake reaches one kind only; the untimed and the timed of each kind have
@@ -39,7 +40,7 @@
 //!    the bit and wakes a writer that may have begun to sleep since, or the readers. A write
 //!    unlock that is not fair does not keep the lock for the next writer: it clears the bit and
 //!    wakes one, and readers that arrive first take the lock, after which the writer waits only
-//!    for them (a fair one hands off, invariant 7).
+//!    for them (a fair one hands off, invariant 8).
 //! 4. **Readers do not starve.** A write unlock that the fairness policy makes fair (one
 //!    contended write unlock in `HAND_OFF_PERIOD` of a thread, `src/fairness.rs`), like every
 //!    `write_unlock_fair`, opens a read phase if readers wait, and no writer takes the lock in
@@ -67,7 +68,16 @@
 //!    comes in but in a read phase, and `UPGRADING`, so that the read unlock that leaves it
 //!    alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it is the phase's
 //!    last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
-//! 7. **A fair unlock's hand-off always has a claimer.** A fair write unlock that opens no read
+//! 7. **`WRITER_SPINNING` never outlives its spinners, and nobody owes a wake for it.** It is
+//!    set only while readers hold the lock and no writer sleeps, by a thread in a writer's or
+//!    upgrader's spin, and that thread's next step out of the spin (taking the lock, or going
+//!    to sleep, which a timed one's giving up passes through) is a CAS of the word that clears
+//!    it: while it is set, a spinning writer or upgrader will look at the word again. No read
+//!    unlock clears it, so the last reader out leaves the lock to the spinner, and readers that
+//!    arrive meanwhile spin or sleep behind it as behind a held write lock: a spinner that takes
+//!    the lock finds their `READERS_WAITING` at its unlock and wakes them, and one that sleeps
+//!    sets `WRITERS_WAITING`, whose clearing wakes them (invariants 1 and 3).
+//! 8. **A fair unlock's hand-off always has a claimer.** A fair write unlock that opens no read
 //!    phase and finds writers waiting wakes one *untimed* writer while it holds the lock, and
 //!    only if that wake found one does it set `HANDED`, keeping the lock; it then wakes once
 //!    more, by address, in case the writer looked before `HANDED` was set and slept again. Only
@@ -78,17 +88,19 @@
 //!
 //! ## Transitions
 //!
-//! * **read**: one CAS adds a reader if the count has room and no writer waits (or a read
-//!   phase is open and this reader was woken from a sleep); a CAS that lost to another
+//! * **read**: one CAS adds a reader if the count has room and no writer waits or spins (or a
+//!   read phase is open and this reader was woken from a sleep); a CAS that lost to another
 //!   thread is tried again after a pause (`crate::spin::back_off`). Else spin ([`SpinWait`])
 //!   while a writer holds the lock and nobody waits; then set `READERS_WAITING` and sleep.
 //! * **write**: one CAS from 0 to `WRITE_LOCKED`. Else take it once no reader holds it and no
-//!   read phase is open; spin while nobody waits; then set `WRITERS_WAITING` and sleep.
+//!   read phase is open; while readers hold it and nobody waits, set `WRITER_SPINNING` first
+//!   (invariant 7); spin while nobody waits; then set `WRITERS_WAITING` in place of
+//!   `WRITER_SPINNING` and sleep.
 //! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
 //!   the last reader out closes the phase and hands to a writer (invariant 3).
 //! * **write unlock**: one CAS to 0, unless threads wait. A fair unlock (`write_unlock_fair`,
 //!   or a plain one the fairness policy makes fair) opens a read phase if readers wait
-//!   (invariant 4), else hands the lock to a writer (invariant 7); any other wakes one writer
+//!   (invariant 4), else hands the lock to a writer (invariant 8); any other wakes one writer
 //!   if writers wait, else every reader.
 //! * **downgrade**: the writer becomes a reader (or the upgradable reader) and wakes the
 //!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
@@ -97,9 +109,10 @@
 //!   Its unlock is a read unlock that clears `UPGRADABLE` and, if readers wait and no writer
 //!   does, `READERS_WAITING` in the same CAS, then wakes every reader; so is its downgrade to a
 //!   plain read, without the unlock.
-//! * **upgrade**: one CAS to `WRITE_LOCKED` if the count is one. Else spin while nobody
-//!   waits; then set `WRITERS_WAITING | UPGRADING` and sleep (invariant 6). A timed upgrade
-//!   that gives up clears both and wakes every sleeper, as a timed writer does.
+//! * **upgrade**: one CAS to `WRITE_LOCKED` if the count is one. Else as a writer: set
+//!   `WRITER_SPINNING` while nobody waits, spin, then set `WRITERS_WAITING | UPGRADING` and
+//!   sleep (invariant 6). A timed upgrade that gives up clears both and wakes every sleeper, as
+//!   a timed writer does.
 //!
 //! Policy lives apart: how long to spin in [`crate::spin`], when to open a read phase in
 //! `src/fairness.rs`. Under a model checker the same code runs on the emulated futex.
@@ -118,11 +131,14 @@ const READ_PHASE: u32 = 1 << 2;
 const UPGRADABLE: u32 = 1 << 3;
 const UPGRADING: u32 = 1 << 4;
 const HANDED: u32 = 1 << 5;
-/// One reader in the count (bits 6-31).
-const READER: u32 = 1 << 6;
+const WRITER_SPINNING: u32 = 1 << 6;
+/// Where the count of readers starts.
+const COUNT_SHIFT: u32 = 7;
+/// One reader in the count (bits 7-31).
+const READER: u32 = 1 << COUNT_SHIFT;
 const WRITE_LOCKED: u32 = !(READER - 1);
 /// The most readers at once: one fewer than `WRITE_LOCKED` counts.
-const MAX_READERS: u32 = (WRITE_LOCKED >> 6) - 1;
+const MAX_READERS: u32 = (WRITE_LOCKED >> COUNT_SHIFT) - 1;
 
 /// What a plain read lock adds to the word, and what an upgradable one adds.
 const PLAIN_READ: u32 = READER;
@@ -145,7 +161,7 @@ const UPGRADER: u32 = 0b001_0000;
 
 /// Readers holding the lock (`MAX_READERS + 1` while a writer holds it).
 fn readers(state: u32) -> u32 {
-    state >> 6
+    state >> COUNT_SHIFT
 }
 
 fn is_write_locked(state: u32) -> bool {
@@ -156,7 +172,7 @@ fn is_write_locked(state: u32) -> bool {
 /// `woken`: the thread was woken from a sleep in this attempt.
 fn read_lockable(state: u32, held: u32, woken: bool) -> bool {
     readers(state) < MAX_READERS
-        && (state & WRITERS_WAITING == 0 || (woken && state & READ_PHASE != 0))
+        && (state & (WRITERS_WAITING | WRITER_SPINNING) == 0 || (woken && state & READ_PHASE != 0))
         && state & held & UPGRADABLE == 0
 }
 
@@ -168,9 +184,10 @@ fn write_lockable(state: u32) -> bool {
 /// readers (clearing `READERS_WAITING`, see [`without`]): if they sleep and upgradable readers
 /// may take it now. With writers waiting they may not, but in a read phase; and a phase admits
 /// only readers that slept when it opened, so they wait for the wake that comes with the
-/// writers' turn (invariant 6).
+/// writers' turn (invariant 6). Behind a spinning writer they wait for its unlock's wake, or for
+/// the one that comes with `WRITERS_WAITING` (invariant 7).
 fn upgradable_readers_may_come(before: u32) -> bool {
-    before & (READERS_WAITING | WRITERS_WAITING) == READERS_WAITING
+    before & (READERS_WAITING | WRITERS_WAITING | WRITER_SPINNING) == READERS_WAITING
 }
 
 /// The word after `leaving` (a read lock of kind `held`, or `UPGRADABLE` alone for a
@@ -457,7 +474,7 @@ impl RawRwLock {
                 .state
                 .compare_exchange(
                     state,
-                    state | WRITE_LOCKED,
+                    (state & !WRITER_SPINNING) | WRITE_LOCKED,
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 )
@@ -991,14 +1008,29 @@ impl RawRwLock {
                 }
                 continue;
             }
+            let nobody_waits =
+                state & (READERS_WAITING | WRITERS_WAITING | READ_PHASE | WRITER_SPINNING) == 0;
+            // Readers in the lock and nobody waiting: keep new readers out while this thread
+            // spins for those to leave (invariant 7).
+            if nobody_waits && who.waits_for_readers(state) {
+                let _ = self.state.compare_exchange(
+                    state,
+                    state | WRITER_SPINNING,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                continue;
+            }
             // Spin while the lock is held and nobody sleeps yet.
             if state & (READERS_WAITING | WRITERS_WAITING | READ_PHASE) == 0 && spin.spin() {
                 continue;
             }
-            if state & bits != bits {
+            // To sleep: WRITERS_WAITING keeps readers out in place of WRITER_SPINNING.
+            let sleep_on = (state | bits) & !WRITER_SPINNING;
+            if sleep_on != state {
                 if self
                     .state
-                    .compare_exchange(state, state | bits, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange(state, sleep_on, Ordering::Relaxed, Ordering::Relaxed)
                     .is_err()
                 {
                     continue;
@@ -1010,7 +1042,7 @@ impl RawRwLock {
             }
             *marked = true;
             let bitset = who.bitset(deadline.is_some());
-            if self.state.wait_bitset(state | bits, bitset, deadline) == Err(Error::TimedOut) {
+            if self.state.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
                 return false;
             }
             slept = true;
@@ -1028,7 +1060,7 @@ enum Exclusive {
 
 impl Exclusive {
     /// Whether `self` may take the write lock from `state`; `may_claim`: it is an untimed
-    /// writer back from a sleep, the only kind that claims a handed lock (invariant 7).
+    /// writer back from a sleep, the only kind that claims a handed lock (invariant 8).
     fn lockable(self, state: u32, may_claim: bool) -> bool {
         match self {
             Exclusive::Writer => {
@@ -1040,12 +1072,22 @@ impl Exclusive {
         }
     }
 
+    /// Whether readers other than `self` hold the lock in `state`, so that `self` waits for
+    /// them to leave.
+    fn waits_for_readers(self, state: u32) -> bool {
+        match self {
+            Exclusive::Writer => !is_write_locked(state) && readers(state) > 0,
+            Exclusive::Upgrader => readers(state) > 1,
+        }
+    }
+
     /// The word once `self` takes the write lock (from a free word, or claiming a handed one:
-    /// `HANDED` is set only with `WRITE_LOCKED`). After a sleep, other writers may sleep
-    /// still: a writer then keeps `WRITERS_WAITING` so that its unlock wakes the next
-    /// (invariant 1); an upgrader always keeps it, as it cannot tell whether it set the bit
-    /// alone.
+    /// `HANDED` is set only with `WRITE_LOCKED`), `WRITER_SPINNING` cleared (invariant 7).
+    /// After a sleep, other writers may sleep still: a writer then keeps `WRITERS_WAITING` so
+    /// that its unlock wakes the next (invariant 1); an upgrader always keeps it, as it cannot
+    /// tell whether it set the bit alone.
     fn locked(self, state: u32, slept: bool) -> u32 {
+        let state = state & !WRITER_SPINNING;
         match self {
             Exclusive::Writer if slept => (state & !HANDED) | WRITE_LOCKED | WRITERS_WAITING,
             Exclusive::Writer => state | WRITE_LOCKED,
