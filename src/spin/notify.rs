@@ -78,7 +78,8 @@ const NOTIFY_PROBE_EVERY: u8 = 16;
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
 /// most the CPUs online (the count is the whole system's, so a process confined to some CPUs
 /// learns whether the machine has one to spare). False where the count cannot be read. Three
-/// system calls: asked by a long probe between its budgets, else through the next function.
+/// system calls: asked by a long probe between its budgets, else through
+/// `every_runnable_thread_had_a_cpu_lately`.
 fn every_runnable_thread_has_a_cpu() -> bool {
     crate::futex::sys::thread::runnable_threads()
         .is_some_and(|n| n as usize <= machine().online_cpus)
