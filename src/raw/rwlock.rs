@@ -13,7 +13,7 @@
 //! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
 //! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
 //! | `HANDED`          | 5    | with `WRITE_LOCKED`: the write lock is held in trust for a writer woken from a sleep | a fair write unlock that woke an untimed writer | an untimed writer back from a sleep, claiming the lock |
-//! | `WRITER_SPINNING` | 6    | a writer (or the upgrader) spins for the readers in the lock to leave; no reader may take the lock. Never with `WRITE_LOCKED`, `WRITERS_WAITING` or `READ_PHASE` | a writer or upgrader that finds other readers in the lock, nobody asleep and no read phase | every take of the write lock (an upgrade's too); a writer's or upgrader's step to sleep, which sets `WRITERS_WAITING` in its place |
+//! | `WRITER_SPINNING` | 6    | a writer (or the upgrader) spins for the readers in the lock to leave; no reader may take the lock. Never with `WRITE_LOCKED`, `WRITERS_WAITING` or `READ_PHASE` | a writer or upgrader that finds other readers in the lock and no waiting bit, read phase or `WRITER_SPINNING` set | every take of the write lock (an upgrade's too); a writer's or upgrader's step to sleep, which sets `WRITERS_WAITING` in its place |
 //! | count             | 7-31 | readers holding the lock, the upgradable one included; all ones (`WRITE_LOCKED`) while a writer holds it | a thread taking the lock | its unlock |
 //!
 //! Readers, upgradable readers, writers and the upgrader sleep on the same word with different
@@ -69,10 +69,11 @@
 //!    alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it is the phase's
 //!    last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
 //! 7. **`WRITER_SPINNING` never outlives its spinners, and nobody owes a wake for it.** It is
-//!    set only while readers hold the lock and no writer sleeps, by a thread in a writer's or
-//!    upgrader's spin, and that thread's next step out of the spin (taking the lock, or going
-//!    to sleep, which a timed one's giving up passes through) is a CAS of the word that clears
-//!    it: while it is set, a spinning writer or upgrader will look at the word again. No read
+//!    set only while readers hold the lock and no waiting bit is set, by a thread in a writer's
+//!    or upgrader's spin, and that thread's next step out of the spin (taking the lock, or
+//!    going to sleep, which a timed one's giving up passes through) is a CAS of the word that
+//!    clears it, unless another writer's did first: while it is set, a spinning writer or
+//!    upgrader will look at the word again. No read
 //!    unlock clears it, so the last reader out leaves the lock to the spinner, and readers that
 //!    arrive meanwhile spin or sleep behind it as behind a held write lock: a spinner that takes
 //!    the lock finds their `READERS_WAITING` at its unlock and wakes them, and one that sleeps
@@ -91,7 +92,8 @@
 //! * **read**: one CAS adds a reader if the count has room and no writer waits or spins (or a
 //!   read phase is open and this reader was woken from a sleep); a CAS that lost to another
 //!   thread is tried again after a pause (`crate::spin::back_off`). Else spin ([`SpinWait`])
-//!   while a writer holds the lock and nobody waits; then set `READERS_WAITING` and sleep.
+//!   while a writer holds the lock or spins, and nobody waits; then set `READERS_WAITING` and
+//!   sleep.
 //! * **write**: one CAS from 0 to `WRITE_LOCKED`. Else take it once no reader holds it and no
 //!   read phase is open; while readers hold it and nobody waits, set `WRITER_SPINNING` first
 //!   (invariant 7); spin while nobody waits; then set `WRITERS_WAITING` in place of
@@ -300,7 +302,7 @@ impl RawRwLock {
     ///
     /// # Panics
     ///
-    /// If the lock already has the most readers it can count (2^26 - 2).
+    /// If the lock already has the most readers it can count (2^25 - 2).
     ///
     /// With the `deadlock` feature, also if this thread holds the lock already
     /// ([`crate::deadlock`]).
@@ -334,8 +336,8 @@ impl RawRwLock {
         Target::local(crate::deadlock::LockKind::RwLock, &self.id)
     }
 
-    /// Takes a read lock if one can be had now (no writer holds or waits); returns whether it
-    /// did.
+    /// Takes a read lock if one can be had now (no writer holds, waits or spins for the
+    /// readers to leave); returns whether it did.
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn try_read(&self) -> bool {
@@ -406,8 +408,8 @@ impl RawRwLock {
         self.read_kind(UPGRADABLE_READ);
     }
 
-    /// Takes the upgradable read if it can be had now (no writer holds or waits, no thread
-    /// holds the upgradable read); returns whether it did.
+    /// Takes the upgradable read if it can be had now (no writer holds, waits or spins for the
+    /// readers to leave, no thread holds the upgradable read); returns whether it did.
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_upgradable_read(&self) -> bool {
         self.read_bounded(UPGRADABLE_READ, None)
@@ -689,7 +691,7 @@ impl RawRwLock {
                 .state
                 .wake_bitset(i32::MAX as u32, UNTIMED_READER | UNTIMED_UPGRADABLE)
                 .is_ok_and(|woken| woken > 0);
-        // Invariant 7: a fair unlock with no reader to hand to hands to an untimed writer.
+        // Invariant 8: a fair unlock with no reader to hand to hands to an untimed writer.
         if fair
             && !to_readers
             && state & WRITERS_WAITING != 0

@@ -204,7 +204,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// # Panics
     ///
-    /// If the lock already has the most readers it can count (2^29 - 1).
+    /// If the lock already has the most readers it can count (2^25 - 2).
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
         self.raw.read();
