@@ -73,11 +73,11 @@
 //!    or upgrader's spin, and that thread's next step out of the spin (taking the lock, or
 //!    going to sleep, which a timed one's giving up passes through) is a CAS of the word that
 //!    clears it, unless another writer's did first: while it is set, a spinning writer or
-//!    upgrader will look at the word again. No read
-//!    unlock clears it, so the last reader out leaves the lock to the spinner, and readers that
-//!    arrive meanwhile spin or sleep behind it as behind a held write lock: a spinner that takes
-//!    the lock finds their `READERS_WAITING` at its unlock and wakes them, and one that sleeps
-//!    sets `WRITERS_WAITING`, whose clearing wakes them (invariants 1 and 3).
+//!    upgrader will look at the word again. No read unlock clears it, so the last reader out
+//!    leaves the lock to the spinner, and readers that arrive meanwhile spin or sleep behind it
+//!    as behind a held write lock: a spinner that takes the lock finds their `READERS_WAITING`
+//!    at its unlock and wakes them, and one that sleeps sets `WRITERS_WAITING`, whose clearing
+//!    wakes them (invariants 1 and 3).
 //! 8. **A fair unlock's hand-off always has a claimer.** A fair write unlock that opens no read
 //!    phase and finds writers waiting wakes one *untimed* writer while it holds the lock, and
 //!    only if that wake found one does it set `HANDED`, keeping the lock; it then wakes once
