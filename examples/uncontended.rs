@@ -1,7 +1,9 @@
 //! N uncontended lock+unlock pairs on one implementation, for instruction counting:
 //! `valgrind --tool=callgrind target/release/examples/uncontended futexkit 1000000` minus the
-//! same with 0 gives the cost of N pairs (see README). Built with the `deadlock` feature, the
-//! checks are turned off unless a third argument, `checks-on`, asks for them.
+//! same with 0 gives the cost of N pairs (see README). An implementation's name with `-read`
+//! after it (`futexkit-read`) counts its RwLock's read lock + unlock instead of its Mutex. Built
+//! with the `deadlock` feature, the checks are turned off unless a third argument, `checks-on`,
+//! asks for them. An unknown name exits with status 2.
 
 use std::hint::black_box;
 
@@ -43,8 +45,44 @@ fn main() {
             }
             black_box(m.into_inner());
         }
-        other => eprintln!(
-            "unknown implementation {other}: futexkit, std, parking_lot or parking_lot_0.13"
-        ),
+        "futexkit-read" => {
+            let l = futexkit::RwLock::new(0u64);
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += *black_box(&l).read().unwrap();
+            }
+            black_box(sum);
+        }
+        "std-read" => {
+            let l = std::sync::RwLock::new(0u64);
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += *black_box(&l).read().unwrap();
+            }
+            black_box(sum);
+        }
+        "parking_lot-read" => {
+            let l = parking_lot::RwLock::new(0u64);
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += *black_box(&l).read();
+            }
+            black_box(sum);
+        }
+        "parking_lot_0.13-read" => {
+            let l = parking_lot_013::RwLock::new(0u64);
+            let mut sum = 0;
+            for _ in 0..n {
+                sum += *black_box(&l).read();
+            }
+            black_box(sum);
+        }
+        other => {
+            eprintln!(
+                "unknown implementation {other}: futexkit, std, parking_lot or parking_lot_0.13, \
+                 with -read after it for the RwLock's read lock"
+            );
+            std::process::exit(2);
+        }
     }
 }

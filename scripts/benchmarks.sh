@@ -169,33 +169,40 @@ count() {
 if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; then
     echo "== uncontended (callgrind)" >&2
     {
-        echo "## Mutex, uncontended: instructions per lock + unlock"
+        echo "## Mutex and RwLock read, uncontended: instructions per lock + unlock"
         echo
-        echo "\`valgrind --tool=callgrind target/release/examples/uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000"
+        echo "\`valgrind --tool=callgrind target/release/examples/uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000 (IMPL with \`-read\` after it for the RwLock's read lock + unlock)"
         echo
         if [ -n "$prev_ex" ]; then
-            echo "| futexkit | previous ($prev_commit) | std | parking_lot | parking_lot 0.13 |"
-            echo "|---|---|---|---|---|"
+            echo "| lock | futexkit | previous ($prev_commit) | std | parking_lot | parking_lot 0.13 |"
+            echo "|---|---|---|---|---|---|"
         else
-            echo "| futexkit | std | parking_lot | parking_lot 0.13 |"
-            echo "|---|---|---|---|"
+            echo "| lock | futexkit | std | parking_lot | parking_lot 0.13 |"
+            echo "|---|---|---|---|---|"
         fi
-        line="|"
-        for impl in futexkit previous std parking_lot parking_lot_0.13; do
-            bin="$ex/uncontended"
-            name=$impl
-            if [ "$impl" = previous ]; then
-                [ -n "$prev_ex" ] || continue
-                bin="$prev_ex/uncontended"
-                name=futexkit
-            fi
-            a=$(count "$bin" "$name" 1000000)
-            b=$(count "$bin" "$name" 0)
-            line="$line $(python3 -c "print(f'{($a - $b) / 1e6:.1f}')") |"
+        for kind in "" -read; do
+            if [ -z "$kind" ]; then line="| Mutex |"; else line="| RwLock read |"; fi
+            for impl in futexkit previous std parking_lot parking_lot_0.13; do
+                bin="$ex/uncontended"
+                name=$impl$kind
+                if [ "$impl" = previous ]; then
+                    [ -n "$prev_ex" ] || continue
+                    bin="$prev_ex/uncontended"
+                    name=futexkit$kind
+                fi
+                # A build whose example lacks the kind says so (older ones still exit 0).
+                if ! "$bin" "$name" 0 >/dev/null 2>&1 || "$bin" "$name" 0 2>&1 | grep -q unknown; then
+                    line="$line - |"
+                    continue
+                fi
+                a=$(count "$bin" "$name" 1000000)
+                b=$(count "$bin" "$name" 0)
+                line="$line $(python3 -c "print(f'{($a - $b) / 1e6:.1f}')") |"
+            done
+            echo "$line"
         done
-        echo "$line"
         echo
-        echo "Reading: instruction counts repeat exactly for the same binary, whatever else the machine does; times for the uncontended path are in the contended-counter table's 1-thread row."
+        echo "Reading: instruction counts repeat exactly for the same binary, whatever else the machine does; times for the uncontended path are in the contended-counter table's and the read-only RwLock table's 1-thread rows. A futexkit read unlock loads the word before it subtracts, to see whether it must close a read phase or hand the lock to a waiting writer (src/raw/rwlock.rs)."
         echo
     } >>"$body"
 fi

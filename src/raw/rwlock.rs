@@ -344,10 +344,23 @@ impl RawRwLock {
         self.read_bounded(PLAIN_READ, None)
     }
 
+    /// A read lock's fast path: one CAS adding a reader of kind `held` to the word as loaded,
+    /// if it is lockable; `try_read_again` if that CAS fails.
     #[inline]
     fn try_read_kind(&self, held: u32) -> bool {
-        // Other readers and waiters change the word meanwhile: fail only when it is not
-        // lockable.
+        let state = self.state.load(Ordering::Relaxed);
+        read_lockable(state, held, false)
+            && (self
+                .state
+                .compare_exchange(state, state + held, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                || self.try_read_again(held))
+    }
+
+    /// `try_read_kind` after its CAS failed: other readers and waiters change the word
+    /// meanwhile, so it fails only when the word is not lockable.
+    #[cold]
+    fn try_read_again(&self, held: u32) -> bool {
         let mut failures = 0;
         loop {
             let state = self.state.load(Ordering::Relaxed);
