@@ -228,22 +228,22 @@ fn main() {
     println!("| threads | futexkit | std | parking_lot | futexkit / best |");
     println!("|---|---|---|---|---|");
     for threads in [2, 4, 8, 32] {
-        // Enough rounds to fill the time budget at the fastest backend's pace, so that thread
-        // start-up does not dominate.
-        let pace = [
-            barrier_rounds::<Futexkit>(threads, 200),
-            barrier_rounds::<Std>(threads, 200),
-            barrier_rounds::<ParkingLot>(threads, 200),
-        ]
-        .into_iter()
-        .fold(0.0, f64::max);
-        let n = ((pace * duration.as_secs_f64()) as usize).max(200);
+        // Each backend runs enough rounds to fill the time budget at its own pace, so that
+        // thread start-up does not dominate, and a slow one is not held to a fast one's count
+        // (at 2 threads futexkit's rounds are ten times std's, and a short pace sample can be
+        // far faster still).
+        let rounds_for = |pace: f64| ((pace * duration.as_secs_f64()) as usize).max(200);
+        let n = [
+            rounds_for(barrier_rounds::<Futexkit>(threads, 200)),
+            rounds_for(barrier_rounds::<Std>(threads, 200)),
+            rounds_for(barrier_rounds::<ParkingLot>(threads, 200)),
+        ];
         let r = interleaved(rounds, f64::total_cmp, |b| {
             on(
                 b,
-                || barrier_rounds::<Futexkit>(threads, n),
-                || barrier_rounds::<Std>(threads, n),
-                || barrier_rounds::<ParkingLot>(threads, n),
+                || barrier_rounds::<Futexkit>(threads, n[0]),
+                || barrier_rounds::<Std>(threads, n[1]),
+                || barrier_rounds::<ParkingLot>(threads, n[2]),
             )
         });
         println!(
