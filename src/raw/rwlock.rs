@@ -344,8 +344,8 @@ impl RawRwLock {
         self.read_bounded(PLAIN_READ, None)
     }
 
-    /// A read lock's fast path: one CAS adding a reader of kind `held` to the word as loaded,
-    /// if it is lockable; `try_read_again` if that CAS fails.
+    /// A read lock's fast path: one CAS adding a reader of kind `held` to the word as loaded;
+    /// false, with no CAS, if the word is not lockable; `try_read_again` if the CAS fails.
     #[inline]
     fn try_read_kind(&self, held: u32) -> bool {
         let state = self.state.load(Ordering::Relaxed);
@@ -358,10 +358,12 @@ impl RawRwLock {
     }
 
     /// `try_read_kind` after its CAS failed: other readers and waiters change the word
-    /// meanwhile, so it fails only when the word is not lockable.
+    /// meanwhile, so it fails only when the word is not lockable. That CAS lost to another
+    /// thread (a strong CAS fails only then), so it pauses first, as after every loss.
     #[cold]
     fn try_read_again(&self, held: u32) -> bool {
-        let mut failures = 0;
+        crate::spin::back_off(0);
+        let mut failures = 1;
         loop {
             let state = self.state.load(Ordering::Relaxed);
             if !read_lockable(state, held, false) {
