@@ -230,8 +230,8 @@ fn main() {
     for threads in [2, 4, 8, 32] {
         // Each backend runs enough rounds to fill the time budget at its own pace, so that
         // thread start-up does not dominate, and a slow one is not held to a fast one's count
-        // (at 2 threads futexkit's rounds are ten times std's, and a short pace sample can be
-        // far faster still).
+        // (spinning barriers far outpace sleeping ones, and a short pace sample can outpace
+        // both).
         let rounds_for = |pace: f64| ((pace * duration.as_secs_f64()) as usize).max(200);
         let n = [
             rounds_for(barrier_rounds::<Futexkit>(threads, 200)),
