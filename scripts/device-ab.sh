@@ -14,8 +14,9 @@
 # file per example into $OUT (default target/device-ab), every run headed by its build's commit
 # and the load: rwlock.txt (`--quick --writers 1,4 --readers 4,8,16`), contention.txt (`--quick
 # --threads 4,16,64`) and kvcompare.txt (`--rounds 1 --seconds 1 --clients 16,64`, one worker
-# per CPU, futexkit and std). About 100 s a round on 16 CPUs. Each run has a timeout of
-# RUN_TIMEOUT seconds (default 90), so a hang costs one run, not the whole call.
+# per CPU, futexkit and std). A round runs every example four times, so size ROUNDS to the
+# device time left. Each run has a timeout of RUN_TIMEOUT seconds (default 90), so a hang costs
+# one run, not the whole call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
