@@ -213,9 +213,9 @@ for arg in $(cat /proc/cmdline); do
     km_enable=*) export FUTEXKIT_ENABLE="${arg#km_enable=}" ;;
     esac
 done
-# A guest runs on an emulated CPU: tests/swap.rs's hand-off tests take 200,000 turns, not a
-# million (which take about 220 s of TCG each time; the host run keeps the million).
-export FUTEXKIT_TEST_HAND_OFFS=200000
+# A guest runs on an emulated CPU: tests/swap.rs's hand-off tests and tests/flipcall.rs's
+# round trips take 50,000 turns each, not a million and 200,000 (the host run keeps those).
+export FUTEXKIT_TEST_HAND_OFFS=50000
 echo "KM-BOOTED $(uname -r) cpus $(nproc)"
 echo "KM-EXPECT ${FUTEXKIT_TEST_EXPECT_CAPS:-none}"
 echo "KM-PROBE-BEGIN"
