@@ -4,9 +4,9 @@
 //! hand-off between two running threads (`docs/design.md`, "Spinning", has the reasons and the
 //! measurements behind every rule). Spinning briefly therefore wins when the thread being
 //! waited for is running and about to act, and loses when it is not: the spinner burns a CPU
-//! that thread may need. No waiter yields its CPU in place of a sleep: a yield queues the
-//! waiter behind whatever else is runnable, which costs a server's tail latency, and user
-//! space cannot tell whether the thread a yield hands the CPU to is the one it waits for.
+//! that thread may need. No waiter yields its CPU in place of a sleep: user space cannot tell
+//! whether the thread a yield hands the CPU to is the one it waits for, and a waiter that
+//! yields comes back to compete for CPU time with the thread it waits for.
 //!
 //! ## One rule per kind of waiter
 //!
