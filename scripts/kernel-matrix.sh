@@ -13,8 +13,8 @@
 # Environment:
 #   KM_ACCEL    auto (default: KVM when it boots a kernel, else TCG), kvm or tcg
 #   KM_CACHE    downloads, initramfs and logs (default target/kernel-matrix)
-#   KM_TIMEOUT  seconds one guest may run before it counts as hung (default 900; the slowest
-#               measured TCG run took 246 s)
+#   KM_TIMEOUT  seconds one guest may run before it counts as hung (default 900, several times
+#               the TCG runs that docs/design.md's CI section times)
 #   KM_MIRROR   Debian mirror (default http://deb.debian.org/debian)
 #
 # Needs root for apt-get install (qemu-system-x86, cpio) unless both are there. Kernels and
