@@ -3,7 +3,7 @@
 # parking_lot (and threadpool and a key-value server on each), run on this machine now.
 #
 #   scripts/benchmarks.sh [--quick] [--against DIR] [--out FILE] [--only LIST]
-#   scripts/benchmarks.sh --export DIR
+#   scripts/benchmarks.sh --export DIR [--only LIST]
 #   scripts/benchmarks.sh --prebuilt DIR [--against DIR] [--quick] [--out FILE] [--only LIST]
 #
 # --quick    shorter runs (a smoke test of the script, not figures to quote)
@@ -16,7 +16,7 @@
 # --only     a comma-separated list of the examples to run (pingpong,contention,...), and
 #            threadpool for the threadpool section; the others are left out
 # --export   builds the examples and copies them, with the commit they were built from, into
-#            DIR, for a machine that has no Rust toolchain
+#            DIR, for a machine that has no Rust toolchain (with --only, just those examples)
 # --prebuilt runs the examples that --export left in DIR instead of building them (no
 #            valgrind or threadpool sections: they build their own)
 #
@@ -66,7 +66,7 @@ if [ -n "$export_to" ]; then
     for source in examples/*.rs; do
         # Examples that need a feature this build leaves out (Cargo.toml's required-features)
         # are not built, and no section runs them.
-        if [ -x "$ex/$(basename "$source" .rs)" ]; then
+        if [ -x "$ex/$(basename "$source" .rs)" ] && wanted "$(basename "$source" .rs)"; then
             cp "$ex/$(basename "$source" .rs)" "$export_to/"
             copied=$((copied + 1))
         fi

@@ -1,37 +1,46 @@
 #!/usr/bin/env bash
-# Two builds side by side, each in turn, round after round, idle and then with a busy loop on
-# every CPU: the rows whose verdicts wait for a many-core machine (a writer among 4 to 16
-# readers, the contended counter at 4 to 64 threads, the key-value server's tail). Runs on a
-# machine without a Rust toolchain, from two `scripts/benchmarks.sh --export` folders:
+# Builds side by side, each in turn, round after round, idle and then with a busy loop on every
+# CPU: the rows whose verdicts wait for a many-core machine (a writer among 4 to 16 readers, the
+# contended counter at 4 to 64 threads, the bounded queue, the key-value server's tail). Runs on
+# a machine without a Rust toolchain, from `scripts/benchmarks.sh --export` folders:
 #
 #   scripts/benchmarks.sh --export devbench/new
 #   git worktree add --detach /tmp/prev REV
 #   (cd /tmp/prev && scripts/benchmarks.sh --export "$OLDPWD/devbench/prev")
-#   scripts/device-ab.sh devbench/new devbench/prev [ROUNDS]
+#   scripts/device-ab.sh devbench/new devbench/prev
 #
-# (devbench/ in .git/info/exclude; the device tool carries it with carry ["devbench"].) ROUNDS
-# (default 2) rounds, each running both builds idle, then both with the busy loops. Writes one
-# file per example into $OUT (default target/device-ab), every run headed by its build's commit
-# and the load: rwlock.txt (`--quick --writers 1,4 --readers 4,8,16`), contention.txt (`--quick
-# --threads 4,16,64`) and kvcompare.txt (`--rounds 1 --seconds 1 --clients 16,64`, one worker
-# per CPU, futexkit and std). A round runs every example four times, so size ROUNDS to the
-# device time left. Each run has a timeout of RUN_TIMEOUT seconds (default 90), so a hang costs
-# one run, not the whole call.
+# or from the candidate builds of scripts/candidates/build.sh (devbench/candidates/*). Usage:
+#
+#   scripts/device-ab.sh [--rounds N] DIR DIR [DIR...]
+#
+# (devbench/ in .git/info/exclude; the device tool carries it with carry ["devbench"].) N
+# (default 1) rounds, each running every build idle, then every build with the busy loops; the
+# order of the builds rotates from round to round, so that no build always meets a fresher
+# machine. Writes one file per example into $OUT (default target/device-ab), every run headed by
+# its build's COMMIT and the load: rwlock.txt (`--quick --writers 1,4 --readers 4,8,16`),
+# contention.txt (`--quick --threads 4,16,64`), condvar.txt (`--quick`) and kvcompare.txt
+# (`--rounds 1 --seconds 1 --clients 16,64`, one worker per CPU, futexkit and std). A round runs
+# every example twice per build, so size N to the device time left. Each run has a timeout of
+# RUN_TIMEOUT seconds (default 90), so a hang costs one run, not the whole call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+rounds=1
+if [ "${1:-}" = --rounds ]; then
+    rounds=${2:-}
+    shift 2 || true
+fi
 if [ $# -lt 2 ]; then
-    echo "usage: $0 NEW_DIR PREV_DIR [ROUNDS]" >&2
+    echo "usage: $0 [--rounds N] DIR DIR [DIR...]" >&2
     exit 2
 fi
-new=$1
-prev=$2
-rounds=${3:-2}
+builds=("$@")
 run_timeout=${RUN_TIMEOUT:-90}
 out=${OUT:-target/device-ab}
-case "$rounds$run_timeout" in *[!0-9]*) echo "ROUNDS and RUN_TIMEOUT are whole numbers" >&2; exit 2 ;; esac
-for dir in "$new" "$prev"; do
-    for example in rwlock contention kvcompare; do
+case "$rounds$run_timeout" in *[!0-9]* | "") echo "N and RUN_TIMEOUT are whole numbers" >&2; exit 2 ;; esac
+examples=(rwlock contention condvar kvcompare)
+for dir in "${builds[@]}"; do
+    for example in "${examples[@]}"; do
         [ -x "$dir/$example" ] || { echo "$dir/$example: not there (scripts/benchmarks.sh --export)" >&2; exit 1; }
     done
 done
@@ -58,11 +67,12 @@ trap busy_off EXIT
 run() {
     local dir=$1 load=$2 round=$3 commit
     commit=$(cat "$dir/COMMIT" 2>/dev/null || echo "$dir")
-    for example in rwlock contention kvcompare; do
+    for example in "${examples[@]}"; do
         local args
         case $example in
         rwlock) args=(--quick --writers 1,4 --readers 4,8,16) ;;
         contention) args=(--quick --threads 4,16,64) ;;
+        condvar) args=(--quick) ;;
         kvcompare) args=(--rounds 1 --seconds 1 --clients 16,64 --workers "$cpus" --backends futexkit,std) ;;
         esac
         {
@@ -76,16 +86,11 @@ run() {
 for round in $(seq "$rounds"); do
     for load in idle busy; do
         [ "$load" = busy ] && busy_on
-        # Which build goes first alternates, so that neither always meets a fresher machine.
-        if [ $((round % 2)) -eq 1 ]; then
-            run "$new" "$load" "$round"
-            run "$prev" "$load" "$round"
-        else
-            run "$prev" "$load" "$round"
-            run "$new" "$load" "$round"
-        fi
+        for i in "${!builds[@]}"; do
+            run "${builds[$(((i + round - 1) % ${#builds[@]}))]}" "$load" "$round"
+        done
         busy_off
         echo "round $round, $load: done (${SECONDS}s)" >&2
     done
 done
-echo "wrote $out/rwlock.txt, $out/contention.txt, $out/kvcompare.txt" >&2
+echo "wrote $(printf "$out/%s.txt " "${examples[@]}")" >&2
