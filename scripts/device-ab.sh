@@ -37,7 +37,9 @@ fi
 builds=("$@")
 run_timeout=${RUN_TIMEOUT:-90}
 out=${OUT:-target/device-ab}
-case "$rounds$run_timeout" in *[!0-9]* | "") echo "N and RUN_TIMEOUT are whole numbers" >&2; exit 2 ;; esac
+for number in "$rounds" "$run_timeout"; do
+    case $number in "" | *[!0-9]*) echo "N and RUN_TIMEOUT are whole numbers" >&2; exit 2 ;; esac
+done
 examples=(rwlock contention condvar kvcompare)
 for dir in "${builds[@]}"; do
     for example in "${examples[@]}"; do
