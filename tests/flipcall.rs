@@ -117,18 +117,10 @@ fn large_payloads_and_zero_capacity() {
     server.join().unwrap().unwrap();
 }
 
-/// Round trips in `many_round_trips_lose_nothing`: 200,000, or `FUTEXKIT_TEST_HAND_OFFS` (the
-/// kernel matrix's emulated guests ask for fewer, as for `tests/swap.rs`).
-fn round_trips() -> u64 {
-    std::env::var("FUTEXKIT_TEST_HAND_OFFS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200_000)
-}
-
 #[test]
 fn many_round_trips_lose_nothing() {
-    let round_trips = round_trips();
+    // Fewer in the kernel matrix's emulated guests.
+    let round_trips = futexkit_support::kernel_path::hand_offs(200_000);
     let (mut client, mut server) = flipcall::pair(8).unwrap();
     let server = thread::spawn(move || -> Result<u64, Error> {
         let mut len = server.recv_first()?;

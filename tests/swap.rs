@@ -90,13 +90,9 @@ fn kernel_mode_is_refused_where_absent() {
     assert!(SwapMode::Emulated.is_available());
 }
 
-/// Hand-offs per test: a million, or `FUTEXKIT_TEST_HAND_OFFS` (the kernel matrix's emulated
-/// guests ask for fewer: a million take minutes there, and each is still a whole hand-off).
+/// Hand-offs per test: a million, fewer in the kernel matrix's emulated guests.
 fn rounds() -> u64 {
-    std::env::var("FUTEXKIT_TEST_HAND_OFFS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1_000_000)
+    kernel_path::hand_offs(1_000_000)
 }
 
 /// Two threads take turns on one word with `swap`; the counter proves strict alternation.
