@@ -175,15 +175,24 @@ fetch_busybox() {
 TEST_BINS=()
 PROBE_BIN=
 # One cargo build gives the test harnesses (target/*/deps) and the probe example. The loom
-# suites are left out: without --cfg futexkit_loom they compile to nothing.
+# suites are left out: without --cfg futexkit_loom they compile to nothing. shared_kill comes
+# from a second, optimized build (the bench profile, whose dependencies `cargo bench` builds):
+# it kills a single-stepped child after every instruction of a lock and an unlock, which is
+# most of a TCG guest's time in the debug build, and the optimized one has far fewer
+# instructions to step, each of them still killed at. `cargo test` runs the debug one.
 build_binaries() {
-    local json=$CACHE/build.json exe
+    local json=$CACHE/build.json optimized=$CACHE/build-optimized.json exe kill_bin
     cargo test --no-run --message-format=json >"$json"
+    cargo test --profile bench --test shared_kill --no-run --message-format=json >"$optimized"
+    kill_bin=$(grep -o '"executable":"[^"]*"' "$optimized" | cut -d'"' -f4 | head -n1)
+    [[ -x $kill_bin ]] || die "cargo test --profile bench built no shared_kill"
+    TEST_BINS+=("$kill_bin")
     while read -r exe; do
         case $exe in
         */examples/probe) PROBE_BIN=$exe ;;
         */examples/*) ;;
         */deps/loom_*) ;;
+        */deps/shared_kill-*) ;;
         */deps/*) TEST_BINS+=("$exe") ;;
         esac
     done < <(grep -o '"executable":"[^"]*"' "$json" | cut -d'"' -f4 | sort -u)
