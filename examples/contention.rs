@@ -1,7 +1,7 @@
-//! Contended-counter throughput, worst-case wait and the median thread's share: futexkit's
-//! Mutex vs std's vs parking_lot's (0.12 and 0.13) vs glibc's `pthread_mutex_t`, interleaved in
-//! one run; then
-//! locks picked at random out of 2, 64 and 1,000 by 32 threads (a hash table's locking).
+//! Contended-counter throughput, worst-case wait, the median thread's share and the increments
+//! one thread makes before the lock changes hands: futexkit's Mutex vs std's vs parking_lot's
+//! (0.12 and 0.13) vs glibc's `pthread_mutex_t`, interleaved in one run; then locks picked at
+//! random out of 2, 64 and 1,000 by 32 threads (a hash table's locking).
 //! `cargo run --release --example contention [-- --quick] [-- --oversubscribed]
 //! [-- --threads 4,8]`.
 
@@ -41,10 +41,10 @@ fn main() {
     for section in Section::ALL {
         println!("\n{}", section.name());
         println!(
-            "| threads | {} | futexkit / best | max wait {SHORT} | median thread / average {SHORT} |",
+            "| threads | {} | futexkit / best | max wait {SHORT} | median thread / average {SHORT} | increments per handover {SHORT} |",
             names()
         );
-        println!("|---|{}---|---|---|", "---|".repeat(Impl::ALL.len()));
+        println!("|---|{}---|---|---|---|", "---|".repeat(Impl::ALL.len()));
         for &threads in &thread_counts {
             let med = interleaved_medians(
                 rounds,
@@ -57,12 +57,17 @@ fn main() {
                 .iter()
                 .map(|t| format!("{:.2}", t.median_share))
                 .collect();
+            let runs: Vec<String> = med
+                .iter()
+                .map(|t| format!("{:.0}", t.ops_per_handover))
+                .collect();
             println!(
-                "| {threads:>7} | {} | {:>15.2} | {} | {} |",
+                "| {threads:>7} | {} | {:>15.2} | {} | {} | {} |",
                 cells(med.iter().map(|t| t.mops)),
                 med[0].mops / best_other,
                 waits.join(" / "),
                 shares.join(" / "),
+                runs.join(" / "),
             );
         }
     }

@@ -145,9 +145,22 @@ fn work_outside(section: Section) {
     }
 }
 
+/// What a counter's lock guards: the count, and the thread that added last, so that a run also
+/// counts how often the lock changed hands.
+#[derive(Default)]
+struct Count {
+    value: u64,
+    /// The adding thread's number, from 1 (0: none yet).
+    last_thread: usize,
+    handovers: u64,
+}
+
 trait Counter: Send + Sync {
-    fn add(&self, section: Section);
+    /// Adds one under the lock, as thread number `thread` (from 1).
+    fn add(&self, section: Section, thread: usize);
     fn value(&self) -> u64;
+    /// How often an add came from another thread than the add before it.
+    fn handovers(&self) -> u64;
     /// Holds the lock, lets the waiter start (`go`), gives it time to block, then records the
     /// release time and unlocks.
     fn hold_then_release(&self, go: &Barrier, released_at: &AtomicU64, base: Instant);
@@ -180,98 +193,119 @@ macro_rules! hand_off_methods {
                 now.saturating_sub(released_at.load(Ordering::SeqCst)),
                 Ordering::Relaxed,
             );
-            *guard += 1;
+            guard.value += 1;
         }
     };
 }
 
-fn lock_futexkit(m: &futexkit::Mutex<u64>) -> futexkit::MutexGuard<'_, u64> {
+fn lock_futexkit(m: &futexkit::Mutex<Count>) -> futexkit::MutexGuard<'_, Count> {
     m.lock().unwrap()
 }
-fn lock_std(m: &std::sync::Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+fn lock_std(m: &std::sync::Mutex<Count>) -> std::sync::MutexGuard<'_, Count> {
     m.lock().unwrap()
 }
-fn lock_parking_lot(m: &parking_lot::Mutex<u64>) -> parking_lot::MutexGuard<'_, u64> {
+fn lock_parking_lot(m: &parking_lot::Mutex<Count>) -> parking_lot::MutexGuard<'_, Count> {
     m.lock()
 }
-fn lock_parking_lot_013(m: &parking_lot_013::Mutex<u64>) -> parking_lot_013::MutexGuard<'_, u64> {
+fn lock_parking_lot_013(
+    m: &parking_lot_013::Mutex<Count>,
+) -> parking_lot_013::MutexGuard<'_, Count> {
     m.lock()
 }
-fn lock_glibc(m: &GlibcMutex<u64>) -> GlibcGuard<'_, u64> {
+fn lock_glibc(m: &GlibcMutex<Count>) -> GlibcGuard<'_, Count> {
     m.lock()
 }
 
 #[inline(always)]
-fn work(value: &mut u64, section: Section) {
+fn work(count: &mut Count, section: Section, thread: usize) {
     match section {
-        Section::Short => *value += 1,
+        Section::Short => count.value += 1,
         Section::Long | Section::Work10 => {
             std::hint::black_box(steps(
-                *value,
+                count.value,
                 if section == Section::Long { 100 } else { 10 },
             ));
-            *value += 1;
+            count.value += 1;
         }
     }
+    if count.last_thread != thread {
+        count.last_thread = thread;
+        count.handovers += 1;
+    }
 }
 
-impl Counter for futexkit::Mutex<u64> {
+impl Counter for futexkit::Mutex<Count> {
     hand_off_methods!(lock_futexkit);
-    fn add(&self, section: Section) {
-        work(&mut self.lock().unwrap(), section);
+    fn add(&self, section: Section, thread: usize) {
+        work(&mut self.lock().unwrap(), section, thread);
     }
     fn value(&self) -> u64 {
-        *self.lock().unwrap()
+        self.lock().unwrap().value
+    }
+    fn handovers(&self) -> u64 {
+        self.lock().unwrap().handovers
     }
 }
 
-impl Counter for std::sync::Mutex<u64> {
+impl Counter for std::sync::Mutex<Count> {
     hand_off_methods!(lock_std);
-    fn add(&self, section: Section) {
-        work(&mut self.lock().unwrap(), section);
+    fn add(&self, section: Section, thread: usize) {
+        work(&mut self.lock().unwrap(), section, thread);
     }
     fn value(&self) -> u64 {
-        *self.lock().unwrap()
+        self.lock().unwrap().value
+    }
+    fn handovers(&self) -> u64 {
+        self.lock().unwrap().handovers
     }
 }
 
-impl Counter for parking_lot::Mutex<u64> {
+impl Counter for parking_lot::Mutex<Count> {
     hand_off_methods!(lock_parking_lot);
-    fn add(&self, section: Section) {
-        work(&mut self.lock(), section);
+    fn add(&self, section: Section, thread: usize) {
+        work(&mut self.lock(), section, thread);
     }
     fn value(&self) -> u64 {
-        *self.lock()
+        self.lock().value
+    }
+    fn handovers(&self) -> u64 {
+        self.lock().handovers
     }
 }
 
-impl Counter for parking_lot_013::Mutex<u64> {
+impl Counter for parking_lot_013::Mutex<Count> {
     hand_off_methods!(lock_parking_lot_013);
-    fn add(&self, section: Section) {
-        work(&mut self.lock(), section);
+    fn add(&self, section: Section, thread: usize) {
+        work(&mut self.lock(), section, thread);
     }
     fn value(&self) -> u64 {
-        *self.lock()
+        self.lock().value
+    }
+    fn handovers(&self) -> u64 {
+        self.lock().handovers
     }
 }
 
-impl Counter for GlibcMutex<u64> {
+impl Counter for GlibcMutex<Count> {
     hand_off_methods!(lock_glibc);
-    fn add(&self, section: Section) {
-        work(&mut self.lock(), section);
+    fn add(&self, section: Section, thread: usize) {
+        work(&mut self.lock(), section, thread);
     }
     fn value(&self) -> u64 {
-        *self.lock()
+        self.lock().value
+    }
+    fn handovers(&self) -> u64 {
+        self.lock().handovers
     }
 }
 
 fn counter(which: Impl) -> Arc<dyn Counter> {
     match which {
-        Impl::Futexkit => Arc::new(futexkit::Mutex::new(0u64)),
-        Impl::Std => Arc::new(std::sync::Mutex::new(0u64)),
-        Impl::ParkingLot => Arc::new(parking_lot::Mutex::new(0u64)),
-        Impl::ParkingLot013 => Arc::new(parking_lot_013::Mutex::new(0u64)),
-        Impl::Glibc => Arc::new(GlibcMutex::new(0u64)),
+        Impl::Futexkit => Arc::new(futexkit::Mutex::new(Count::default())),
+        Impl::Std => Arc::new(std::sync::Mutex::new(Count::default())),
+        Impl::ParkingLot => Arc::new(parking_lot::Mutex::new(Count::default())),
+        Impl::ParkingLot013 => Arc::new(parking_lot_013::Mutex::new(Count::default())),
+        Impl::Glibc => Arc::new(GlibcMutex::new(Count::default())),
     }
 }
 
@@ -302,9 +336,9 @@ pub fn fixed_ops(which: Impl, threads: usize, per_thread: u64, section: Section)
     let c = counter(which);
     let elapsed = run_threads(threads, {
         let c = Arc::clone(&c);
-        move |_| {
+        move |i| {
             for _ in 0..per_thread {
-                c.add(section);
+                c.add(section, i + 1);
                 work_outside(section);
             }
         }
@@ -323,23 +357,40 @@ pub struct Throughput {
     /// The median thread's count of increments over the average thread's (1 = even; near 0:
     /// most threads starve while a few take the lock).
     pub median_share: f64,
+    /// Increments per change of hands: how many lock + unlock pairs, on average, one thread did
+    /// in a row before another took the lock. A lock that changes hands moves its cache line
+    /// (and, to a sleeper, costs a wake-up), so the fewer, the faster.
+    pub ops_per_handover: f64,
 }
 
 /// `threads` threads add for `duration`; then a second pass of the same length times every
 /// acquisition (which slows every implementation alike) for the worst-case wait.
 pub fn timed(which: Impl, threads: usize, section: Section, duration: Duration) -> Throughput {
-    let (ops, _, median) = run_for(which, threads, section, duration, false);
-    let max_wait = run_for(which, threads, section, duration, true).1;
-    let average = ops as f64 / threads as f64;
+    let run = run_for(which, threads, section, duration, false);
+    let max_wait = run_for(which, threads, section, duration, true).worst;
+    let average = run.ops as f64 / threads as f64;
     Throughput {
-        mops: ops as f64 / duration.as_secs_f64() / 1e6,
+        mops: run.ops as f64 / duration.as_secs_f64() / 1e6,
         max_wait,
         median_share: if average > 0.0 {
-            median as f64 / average
+            run.median as f64 / average
         } else {
             0.0
         },
+        ops_per_handover: run.ops as f64 / run.handovers.max(1) as f64,
     }
+}
+
+/// What one pass of [`run_for`] counted.
+struct Run {
+    /// Increments, all threads together.
+    ops: u64,
+    /// The longest single `lock()` (0 unless each was timed).
+    worst: Duration,
+    /// The median thread's increments.
+    median: u64,
+    /// Changes of hands ([`Counter::handovers`]).
+    handovers: u64,
 }
 
 fn run_for(
@@ -348,14 +399,14 @@ fn run_for(
     section: Section,
     duration: Duration,
     time_each: bool,
-) -> (u64, Duration, u64) {
+) -> Run {
     let c = counter(which);
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
     let worst = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
-        .map(|_| {
+        .map(|i| {
             let (c, stop, total, worst, barrier) = (
                 Arc::clone(&c),
                 Arc::clone(&stop),
@@ -370,10 +421,10 @@ fn run_for(
                 while !stop.load(Ordering::Relaxed) {
                     if time_each {
                         let t = Instant::now();
-                        c.add(section);
+                        c.add(section, i + 1);
                         my_worst = my_worst.max(t.elapsed().as_nanos() as u64);
                     } else {
-                        c.add(section);
+                        c.add(section, i + 1);
                     }
                     work_outside(section);
                     n += 1;
@@ -390,11 +441,12 @@ fn run_for(
     let mut per_thread: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(c.value(), total.load(Ordering::Relaxed), "lost update");
     per_thread.sort_unstable();
-    (
-        total.load(Ordering::Relaxed),
-        Duration::from_nanos(worst.load(Ordering::Relaxed)),
-        per_thread[per_thread.len() / 2],
-    )
+    Run {
+        ops: total.load(Ordering::Relaxed),
+        worst: Duration::from_nanos(worst.load(Ordering::Relaxed)),
+        median: per_thread[per_thread.len() / 2],
+        handovers: c.handovers(),
+    }
 }
 
 /// Lock hand-off latency: the owner unlocks while another thread waits in `lock()` (given time
@@ -444,7 +496,7 @@ pub fn random_locks(which: Impl, threads: usize, locks: usize, ops: u64) -> Dura
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                counters[(x % counters.len() as u64) as usize].add(Section::Short);
+                counters[(x % counters.len() as u64) as usize].add(Section::Short, i + 1);
             }
         }
     });
