@@ -57,7 +57,7 @@ fn main() {
                 .iter()
                 .map(|t| format!("{:.2}", t.median_share))
                 .collect();
-            let runs: Vec<String> = med
+            let per_handover: Vec<String> = med
                 .iter()
                 .map(|t| format!("{:.0}", t.ops_per_handover))
                 .collect();
@@ -67,7 +67,7 @@ fn main() {
                 med[0].mops / best_other,
                 waits.join(" / "),
                 shares.join(" / "),
-                runs.join(" / "),
+                per_handover.join(" / "),
             );
         }
     }
