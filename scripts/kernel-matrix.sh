@@ -178,7 +178,7 @@ PROBE_BIN=
 # suites are left out: without --cfg futexkit_loom they compile to nothing. shared_kill comes
 # from a second, optimized build (the bench profile, whose dependencies `cargo bench` builds):
 # it kills a single-stepped child after every instruction of a lock and an unlock, which is
-# about half of a TCG guest's time in the debug build, and the optimized one has far fewer
+# the longest part of a TCG guest's run in the debug build, and the optimized one has fewer
 # instructions to step, each of them still killed at. `cargo test` runs the debug one.
 build_binaries() {
     local json=$CACHE/build.json optimized=$CACHE/build-optimized.json exe kill_bin
