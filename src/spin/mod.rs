@@ -28,8 +28,9 @@
 //! A lock asks [`SpinWait::spin`] only while nobody sleeps on it (a waiter that spins past
 //! sleepers takes the lock from them with a CPU they may need), with a fresh `SpinWait` after
 //! each wake. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks
-//! (each look pulls the lock's cache line from the thread about to release it), then the lock
-//! sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a blocked
+//! from `FIRST_RUN` hints up (each look pulls the lock's cache line from the thread about to
+//! release it, and a holder that retakes the lock at once should find it still local), then
+//! the lock sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a blocked
 //! holder wastes at most the budget. The spin reads one value measured once (`Machine`).
 //!
 //! ## State
@@ -67,6 +68,15 @@ pub(crate) const SPIN_WAIT_NS: u32 = 4_000;
 
 /// The longest run of spin hints between two looks.
 const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;
+
+/// The spin hints before a lock waiter's first look, and so the shortest run between two: each
+/// look pulls the lock's cache line from its holder, and a holder that releases and retakes the
+/// lock at once loses it to a look that comes too soon, which moves the lock to another CPU.
+const FIRST_RUN: u32 = 8;
+
+/// `SpinWait::run` once a spent budget has been counted (below `FIRST_RUN`, where no spin
+/// ever is).
+const SPENT: u32 = 0;
 
 /// A waiter's spin for a lock: `SPIN_WAIT_NS` of spin hints in exponentially growing runs,
 /// or none where spinning cannot pay.
@@ -108,7 +118,10 @@ impl SpinWait {
     /// A full budget, or none where spinning cannot pay.
     #[inline]
     pub fn new() -> SpinWait {
-        SpinWait::with_hints(machine().spin_wait_hints)
+        SpinWait {
+            hints_left: machine().spin_wait_hints,
+            run: FIRST_RUN,
+        }
     }
 
     /// A spin of `hints` spin hints in all (a hand-off's learned budget, say).
@@ -126,14 +139,14 @@ impl SpinWait {
     #[inline]
     pub fn spin(&mut self) -> bool {
         if self.hints_left == 0 {
-            if self.run > 1 {
-                // The budget ran out: count it once.
-                self.run = 1;
+            if self.run > FIRST_RUN {
+                // The budget ran out after a spin: count it once.
+                self.run = SPENT;
                 count(Tally::LockSpent);
             }
             return false;
         }
-        if self.run == 1 {
+        if self.run == FIRST_RUN {
             count(Tally::LockStarted);
         }
         self.spin_run()
