@@ -20,7 +20,7 @@
 # --prebuilt runs the examples that --export left in DIR instead of building them (no
 #            valgrind or threadpool sections: they build their own)
 #
-# About 20 minutes on 2 cores; nothing else should run meanwhile. valgrind (for instruction
+# About 50 minutes on 2 cores; nothing else should run meanwhile. valgrind (for instruction
 # counts) is used if installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
