@@ -30,8 +30,9 @@
 //! each wake. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks
 //! from `FIRST_RUN` hints up (each look pulls the lock's cache line from the thread about to
 //! release it, and a holder that retakes the lock at once should find it still local), then
-//! the lock sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a blocked
-//! holder wastes at most the budget. The spin reads one value measured once (`Machine`).
+//! the lock sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a
+//! blocked holder wastes at most the budget. The spin reads one value measured once
+//! (`Machine`).
 //!
 //! ## State
 //!
