@@ -173,8 +173,22 @@ trait Counter: Send + Sync {
 /// Long enough for a waiter to spin out and go to sleep.
 const BLOCK_TIME: Duration = Duration::from_micros(200);
 
-macro_rules! hand_off_methods {
+/// Every `Counter` method, on a lock of `Count` that `$lock` takes: the same code for each
+/// library, so that only the lock differs.
+macro_rules! counter_methods {
     ($lock:ident) => {
+        fn add(&self, section: Section, thread: usize) {
+            work(&mut $lock(self), section, thread);
+        }
+
+        fn value(&self) -> u64 {
+            $lock(self).value
+        }
+
+        fn handovers(&self) -> u64 {
+            $lock(self).handovers
+        }
+
         fn hold_then_release(&self, go: &Barrier, released_at: &AtomicU64, base: Instant) {
             let guard = $lock(self);
             go.wait();
@@ -235,68 +249,23 @@ fn work(count: &mut Count, section: Section, thread: usize) {
 }
 
 impl Counter for futexkit::Mutex<Count> {
-    hand_off_methods!(lock_futexkit);
-    fn add(&self, section: Section, thread: usize) {
-        work(&mut self.lock().unwrap(), section, thread);
-    }
-    fn value(&self) -> u64 {
-        self.lock().unwrap().value
-    }
-    fn handovers(&self) -> u64 {
-        self.lock().unwrap().handovers
-    }
+    counter_methods!(lock_futexkit);
 }
 
 impl Counter for std::sync::Mutex<Count> {
-    hand_off_methods!(lock_std);
-    fn add(&self, section: Section, thread: usize) {
-        work(&mut self.lock().unwrap(), section, thread);
-    }
-    fn value(&self) -> u64 {
-        self.lock().unwrap().value
-    }
-    fn handovers(&self) -> u64 {
-        self.lock().unwrap().handovers
-    }
+    counter_methods!(lock_std);
 }
 
 impl Counter for parking_lot::Mutex<Count> {
-    hand_off_methods!(lock_parking_lot);
-    fn add(&self, section: Section, thread: usize) {
-        work(&mut self.lock(), section, thread);
-    }
-    fn value(&self) -> u64 {
-        self.lock().value
-    }
-    fn handovers(&self) -> u64 {
-        self.lock().handovers
-    }
+    counter_methods!(lock_parking_lot);
 }
 
 impl Counter for parking_lot_013::Mutex<Count> {
-    hand_off_methods!(lock_parking_lot_013);
-    fn add(&self, section: Section, thread: usize) {
-        work(&mut self.lock(), section, thread);
-    }
-    fn value(&self) -> u64 {
-        self.lock().value
-    }
-    fn handovers(&self) -> u64 {
-        self.lock().handovers
-    }
+    counter_methods!(lock_parking_lot_013);
 }
 
 impl Counter for GlibcMutex<Count> {
-    hand_off_methods!(lock_glibc);
-    fn add(&self, section: Section, thread: usize) {
-        work(&mut self.lock(), section, thread);
-    }
-    fn value(&self) -> u64 {
-        self.lock().value
-    }
-    fn handovers(&self) -> u64 {
-        self.lock().handovers
-    }
+    counter_methods!(lock_glibc);
 }
 
 fn counter(which: Impl) -> Arc<dyn Counter> {
