@@ -75,10 +75,6 @@ const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;
 /// lock at once loses it to a look that comes too soon, which moves the lock to another CPU.
 const FIRST_RUN: u32 = 8;
 
-/// `SpinWait::run` once a spent budget has been counted (below `FIRST_RUN`, where no spin
-/// ever is).
-const SPENT: u32 = 0;
-
 /// A waiter's spin for a lock: `SPIN_WAIT_NS` of spin hints in exponentially growing runs,
 /// or none where spinning cannot pay.
 ///
@@ -142,7 +138,7 @@ impl SpinWait {
         if self.hints_left == 0 {
             if self.run > FIRST_RUN {
                 // The budget ran out after a spin: count it once.
-                self.run = SPENT;
+                self.run = FIRST_RUN;
                 count(Tally::LockSpent);
             }
             return false;
