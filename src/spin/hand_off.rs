@@ -281,11 +281,8 @@ pub(crate) const NO_CPU: u32 = u32::MAX;
 /// alone: a model's executions must not depend on where its threads really run.
 pub(crate) fn record_hand_over_cpu(word: &crate::atomic::AtomicU32) -> u32 {
     use crate::atomic::Ordering::Relaxed;
-    if MODEL_CHECKED {
-        return NO_CPU;
-    }
-    let cpu = crate::futex::sys::thread::current_cpu();
-    if word.load(Relaxed) != cpu {
+    let cpu = hand_off_cpu();
+    if !MODEL_CHECKED && word.load(Relaxed) != cpu {
         word.store(cpu, Relaxed);
     }
     cpu
@@ -428,7 +425,7 @@ mod tests {
 
     #[test]
     fn spins_that_win_at_once_keep_the_spinner_spinning() {
-        if machine().spin_wait_hints == 0 {
+        if !spinning_can_pay() {
             return;
         }
         // A partner that always answers by the first look: every spin wins after one hint,

@@ -174,7 +174,7 @@ impl SpinWait {
 /// taking the cache line from one another.
 #[inline]
 pub(crate) fn back_off(failures: u32) {
-    if MODEL_CHECKED || !spinning_can_pay() {
+    if !spinning_can_pay() {
         return;
     }
     let hints = 1u32 << failures.min(MAX_PAUSES_BETWEEN_LOOKS.ilog2());
@@ -220,15 +220,10 @@ fn machine() -> &'static Machine {
     })
 }
 
-/// The CPUs this process may use, as the spin policy measured them at its first spin.
-pub(crate) fn usable_cpus() -> usize {
-    machine().usable_cpus
-}
-
-/// Whether spinning can pay on this machine: more than one usable CPU.
+/// Whether spinning can pay: more than one usable CPU, and no model checker.
 #[inline]
 fn spinning_can_pay() -> bool {
-    usable_cpus() > 1
+    machine().spin_wait_hints > 0
 }
 
 /// The cost of one spin hint in nanoseconds: the best of three timed runs of 256 hints.
@@ -257,7 +252,7 @@ mod tests {
             looks += 1;
             assert!(looks < 1_000, "the budget never ran out");
         }
-        if machine().spin_wait_hints > 0 {
+        if spinning_can_pay() {
             assert!(looks > 0);
             // Doubling runs: far fewer looks than hints.
             assert!(looks <= SPIN_WAIT_NS);

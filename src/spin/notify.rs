@@ -37,7 +37,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::decisions::{count, Tally};
-use super::{machine, usable_cpus, SpinWait, MAX_SPIN_NS, SPIN_WAIT_NS};
+use super::{machine, spinning_can_pay, SpinWait, MAX_SPIN_NS, SPIN_WAIT_NS};
 use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::Deadline;
 
@@ -134,7 +134,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     if done() {
         return true;
     }
-    if machine().spin_wait_hints == 0 || deadline.is_some_and(|d| d.has_passed()) {
+    if !spinning_can_pay() || deadline.is_some_and(|d| d.has_passed()) {
         count(Tally::NotifySkipped);
         return false;
     }
@@ -223,7 +223,7 @@ pub(crate) fn notified(woken: usize) {
 /// [`spin_for_notify`]'s, where all parties can run at once (no more of them than usable
 /// CPUs); else none, as the last arrival cannot come while the others spin on every CPU.
 pub(crate) fn spin_for_arrivals(parties: usize, done: impl FnMut() -> bool) -> bool {
-    parties <= usable_cpus() && spin_for_notify(None, done)
+    parties <= machine().usable_cpus && spin_for_notify(None, done)
 }
 
 #[cfg(test)]
