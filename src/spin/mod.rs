@@ -65,7 +65,7 @@ use crate::futex::sys::MODEL_CHECKED;
 /// How long a [`SpinWait`] spins before it sleeps: long enough to see a short critical section
 /// end, or a partner answer, on another CPU; short enough that a waiter behind a blocked
 /// holder wastes little.
-pub(crate) const SPIN_WAIT_NS: u32 = 4_000;
+const SPIN_WAIT_NS: u32 = 4_000;
 
 /// The longest run of spin hints between two looks.
 const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;

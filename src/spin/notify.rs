@@ -5,18 +5,17 @@
 //!    above the CPUs online, looked at about once a millisecond per process): a spin would hold
 //!    a CPU one of them wants.
 //! 2. One budget of a lock's spin (`SPIN_WAIT_NS`) while the thread's spins have been paying
-//!    (credit: +2 a won spin, -1 a lost one, 0 after a preempted one), or after a notify of its
-//!    own found its waiters awake (they run, and in a hand-off one of them answers next), unless
-//!    its last spin was preempted.
+//!    (credit: +2 a won spin, -1 a lost one), or after a notify of its own found its waiters
+//!    awake (they run, and in a hand-off one of them answers next).
 //! 3. Else a probe, once in `NOTIFY_PROBE_EVERY` waits: one budget, or, right after a notify of
 //!    its own woke a sleeper, budget after budget up to `MAX_SPIN_NS` while every runnable
-//!    thread has a CPU, no budget was preempted and the deadline has not passed. Only such a
-//!    probe outlasts a wake-up, so only it finds that two threads taking turns would answer
-//!    each other while spinning.
+//!    thread has a CPU and the deadline has not passed. Only such a probe outlasts a wake-up,
+//!    so only it finds that two threads taking turns would answer each other while spinning.
 //! 4. Else sleep at once.
 //!
-//! The notifier may not be running (blocked in I/O, say), so no budget grows with what a wait
-//! took. Credit is per thread (a thread's waits tend to be of one kind: a worker waiting for
+//! Rule 1 is the one signal that CPUs are wanted: a spin preempted between two looks is
+//! seen at the next. The notifier may not be running (blocked in I/O, say), so no budget grows
+//! with what a wait took. Credit is per thread (a thread's waits tend to be of one kind: a worker waiting for
 //! jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's waiter spins only
 //! where all parties can run at once. A wait that reaches the decision reads the clock, around
 //! each budget too, and `/proc/loadavg` at most once a millisecond per process (a long probe
@@ -26,10 +25,9 @@
 //!
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
-//! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one, 0 after a spin that was preempted |
+//! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one |
 //! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit while every runnable thread has a CPU |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
-//! | `NOTIFY_HISTORY.preempted` | per thread | its last notify spin was preempted | every notify spin |
 //! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait for a notify that reaches the decision |
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +35,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::decisions::{count, Tally};
-use super::{machine, spinning_can_pay, SpinWait, MAX_SPIN_NS, SPIN_WAIT_NS};
+use super::{machine, spinning_can_pay, SpinWait, MAX_SPIN_NS};
 use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::Deadline;
 
@@ -47,7 +45,6 @@ struct NotifyHistory {
     credit: core::cell::Cell<u8>,
     skipped: core::cell::Cell<u8>,
     last_notify: core::cell::Cell<LastNotify>,
-    preempted: core::cell::Cell<bool>,
 }
 
 /// What a thread's latest notify found, until its next wait for a notify decides.
@@ -67,11 +64,6 @@ const MAX_NOTIFY_CREDIT: u8 = 8;
 /// least one spin in three wins (a win saves a sleep and a wake, which cost more than the
 /// spin's budget; a loss wastes the budget).
 const NOTIFY_WIN_CREDIT: u8 = 2;
-/// A budget of a notify spin that lasted this long was preempted: its hints take
-/// `SPIN_WAIT_NS`, and a few times that leaves room for the looks themselves and a slow clock
-/// read, not for a time slice given to another thread. Measured with two clock reads, so no
-/// system call.
-const PREEMPTED_SPIN_NS: u64 = 4 * SPIN_WAIT_NS as u64;
 /// A thread whose spins stopped paying still probes once in this many waits.
 const NOTIFY_PROBE_EVERY: u8 = 16;
 
@@ -122,7 +114,6 @@ std::thread_local! {
             credit: core::cell::Cell::new(0),
             skipped: core::cell::Cell::new(0),
             last_notify: core::cell::Cell::new(LastNotify::None),
-            preempted: core::cell::Cell::new(false),
         }
     };
 }
@@ -147,7 +138,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         if !every_runnable_thread_had_a_cpu_lately() {
             return None;
         }
-        if h.credit.get() > 0 || (last_notify == LastNotify::FoundAwake && !h.preempted.get()) {
+        if h.credit.get() > 0 || last_notify == LastNotify::FoundAwake {
             return Some(false);
         }
         let skipped = h.skipped.get() + 1;
@@ -159,8 +150,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         return false;
     };
     let started = Instant::now();
-    let (won, preempted) = loop {
-        let budget_started = Instant::now();
+    let won = loop {
         let mut spin = SpinWait::new();
         let won = loop {
             if !spin.spin_run() {
@@ -170,23 +160,18 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
                 break true;
             }
         };
-        let preempted = budget_started.elapsed() >= Duration::from_nanos(PREEMPTED_SPIN_NS);
         if won
-            || preempted
             || !long
             || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
             || deadline.is_some_and(|d| d.has_passed())
             || !every_runnable_thread_has_a_cpu()
         {
-            break (won, preempted);
+            break won;
         }
     };
     NOTIFY_HISTORY.with(|h| {
-        h.preempted.set(preempted);
         let credit = h.credit.get();
-        h.credit.set(if preempted {
-            0
-        } else if won {
+        h.credit.set(if won {
             (credit + NOTIFY_WIN_CREDIT).min(MAX_NOTIFY_CREDIT)
         } else {
             credit.saturating_sub(1)
