@@ -71,6 +71,11 @@ impl FromStr for Backend {
 }
 
 /// A family of locks: Mutex, Condvar, RwLock, Barrier.
+///
+/// Every implementation's lock and wait methods are `#[inline]`: in a user's code the lock's
+/// calls sit at the call site, and an adapter that the compiler inlines for one library and
+/// calls for another (which depends on the size of the library's inlined fast path and on the
+/// codegen unit the adapter lands in) would time that call, not the lock.
 pub trait Locks: Send + Sync + 'static {
     /// The library's name, as tables print it.
     const NAME: &'static str;
@@ -128,21 +133,26 @@ macro_rules! std_shaped {
             fn barrier(parties: usize) -> Self::Barrier {
                 Self::Barrier::new(parties)
             }
+            #[inline]
             fn read<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> R) -> R {
                 f(&l.read().unwrap())
             }
+            #[inline]
             fn write<T: Send + Sync + 'static, R>(
                 l: &Self::RwLock<T>,
                 f: impl FnOnce(&mut T) -> R,
             ) -> R {
                 f(&mut l.write().unwrap())
             }
+            #[inline]
             fn barrier_wait(b: &Self::Barrier) -> bool {
                 b.wait().is_leader()
             }
+            #[inline]
             fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
                 f(&mut m.lock().unwrap())
             }
+            #[inline]
             fn wait_while<T: Send + 'static, R>(
                 m: &Self::Mutex<T>,
                 c: &Self::Condvar,
@@ -151,9 +161,11 @@ macro_rules! std_shaped {
             ) -> R {
                 then(&mut c.wait_while(m.lock().unwrap(), wait).unwrap())
             }
+            #[inline]
             fn notify_one(c: &Self::Condvar) {
                 c.notify_one();
             }
+            #[inline]
             fn notify_all(c: &Self::Condvar) {
                 c.notify_all();
             }
@@ -182,18 +194,23 @@ impl Locks for ParkingLot {
     fn barrier(parties: usize) -> Self::Barrier {
         ParkingLotBarrier::new(parties)
     }
+    #[inline]
     fn read<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> R) -> R {
         f(&l.read())
     }
+    #[inline]
     fn write<T: Send + Sync + 'static, R>(l: &Self::RwLock<T>, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut l.write())
     }
+    #[inline]
     fn barrier_wait(b: &Self::Barrier) -> bool {
         b.wait()
     }
+    #[inline]
     fn with<T: Send + 'static, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut m.lock())
     }
+    #[inline]
     fn wait_while<T: Send + 'static, R>(
         m: &Self::Mutex<T>,
         c: &Self::Condvar,
@@ -204,9 +221,11 @@ impl Locks for ParkingLot {
         c.wait_while(&mut guard, wait);
         then(&mut guard)
     }
+    #[inline]
     fn notify_one(c: &Self::Condvar) {
         c.notify_one();
     }
+    #[inline]
     fn notify_all(c: &Self::Condvar) {
         c.notify_all();
     }
@@ -234,21 +253,26 @@ impl<M: Locks, R: Locks> Locks for Split<M, R> {
     fn barrier(parties: usize) -> Self::Barrier {
         M::barrier(parties)
     }
+    #[inline]
     fn read<T: Send + Sync + 'static, Out>(l: &Self::RwLock<T>, f: impl FnOnce(&T) -> Out) -> Out {
         R::read(l, f)
     }
+    #[inline]
     fn write<T: Send + Sync + 'static, Out>(
         l: &Self::RwLock<T>,
         f: impl FnOnce(&mut T) -> Out,
     ) -> Out {
         R::write(l, f)
     }
+    #[inline]
     fn barrier_wait(b: &Self::Barrier) -> bool {
         M::barrier_wait(b)
     }
+    #[inline]
     fn with<T: Send + 'static, Out>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> Out) -> Out {
         M::with(m, f)
     }
+    #[inline]
     fn wait_while<T: Send + 'static, Out>(
         m: &Self::Mutex<T>,
         c: &Self::Condvar,
@@ -257,9 +281,11 @@ impl<M: Locks, R: Locks> Locks for Split<M, R> {
     ) -> Out {
         M::wait_while(m, c, wait, then)
     }
+    #[inline]
     fn notify_one(c: &Self::Condvar) {
         M::notify_one(c);
     }
+    #[inline]
     fn notify_all(c: &Self::Condvar) {
         M::notify_all(c);
     }
