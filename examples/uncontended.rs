@@ -1,7 +1,8 @@
 //! N uncontended lock+unlock pairs on one implementation, for instruction counting:
 //! `valgrind --tool=callgrind target/release/examples/uncontended futexkit 1000000` minus the
-//! same with 0 gives the cost of N pairs (see README). An implementation's name with `-read`
-//! after it (`futexkit-read`) counts its RwLock's read lock + unlock instead of its Mutex. Built
+//! same with 0 gives the cost of N pairs (see README). An implementation's name with `-read` or
+//! `-write` after it (`futexkit-read`) counts its RwLock's read or write lock + unlock instead
+//! of its Mutex. Built
 //! with the `deadlock` feature, the checks are turned off unless a third argument, `checks-on`,
 //! asks for them. An unknown name exits with status 2.
 
@@ -77,10 +78,38 @@ fn main() {
             }
             black_box(sum);
         }
+        "futexkit-write" => {
+            let l = futexkit::RwLock::new(0u64);
+            for _ in 0..n {
+                *black_box(&l).write().unwrap() += 1;
+            }
+            black_box(l.into_inner().unwrap());
+        }
+        "std-write" => {
+            let l = std::sync::RwLock::new(0u64);
+            for _ in 0..n {
+                *black_box(&l).write().unwrap() += 1;
+            }
+            black_box(l.into_inner().unwrap());
+        }
+        "parking_lot-write" => {
+            let l = parking_lot::RwLock::new(0u64);
+            for _ in 0..n {
+                *black_box(&l).write() += 1;
+            }
+            black_box(l.into_inner());
+        }
+        "parking_lot_0.13-write" => {
+            let l = parking_lot_013::RwLock::new(0u64);
+            for _ in 0..n {
+                *black_box(&l).write() += 1;
+            }
+            black_box(l.into_inner());
+        }
         other => {
             eprintln!(
                 "unknown implementation {other}: futexkit, std, parking_lot or parking_lot_0.13, \
-                 with -read after it for the RwLock's read lock"
+                 with -read or -write after it for the RwLock's read or write lock"
             );
             std::process::exit(2);
         }

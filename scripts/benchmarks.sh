@@ -169,9 +169,9 @@ count() {
 if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; then
     echo "== uncontended (callgrind)" >&2
     {
-        echo "## Mutex and RwLock read, uncontended: instructions per lock + unlock"
+        echo "## Mutex and RwLock, uncontended: instructions per lock + unlock"
         echo
-        echo "\`valgrind --tool=callgrind target/release/examples/uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000 (IMPL with \`-read\` after it for the RwLock's read lock + unlock)"
+        echo "\`valgrind --tool=callgrind target/release/examples/uncontended IMPL 1000000\`, minus the same with 0 iterations, divided by 1,000,000 (IMPL with \`-read\` or \`-write\` after it for the RwLock's read or write lock + unlock)"
         echo
         if [ -n "$prev_ex" ]; then
             echo "| lock | futexkit | previous ($prev_commit) | std | parking_lot | parking_lot 0.13 |"
@@ -180,8 +180,12 @@ if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; t
             echo "| lock | futexkit | std | parking_lot | parking_lot 0.13 |"
             echo "|---|---|---|---|---|"
         fi
-        for kind in "" -read; do
-            if [ -z "$kind" ]; then line="| Mutex |"; else line="| RwLock read |"; fi
+        for kind in "" -read -write; do
+            case $kind in
+                "") line="| Mutex |" ;;
+                -read) line="| RwLock read |" ;;
+                -write) line="| RwLock write |" ;;
+            esac
             for impl in futexkit previous std parking_lot parking_lot_0.13; do
                 bin="$ex/uncontended"
                 name=$impl$kind
@@ -202,7 +206,7 @@ if [ -z "$prebuilt" ] && wanted uncontended && command -v valgrind >/dev/null; t
             echo "$line"
         done
         echo
-        echo "Reading: instruction counts repeat exactly for the same binary, whatever else the machine does; times for the uncontended path are in the contended-counter table's and the read-only RwLock table's 1-thread rows. A futexkit read unlock loads the word before it subtracts, to see whether it must close a read phase or hand the lock to a waiting writer (src/raw/rwlock.rs)."
+        echo "Reading: instruction counts repeat exactly for the same binary, whatever else the machine does; times for the uncontended path are in the contended-counter table's and the read-only RwLock table's 1-thread rows and the writers-among-readers table's one writer alone. A futexkit read unlock loads the word before it subtracts, to see whether it must close a read phase or hand the lock to a waiting writer (src/raw/rwlock.rs)."
         echo
     } >>"$body"
 fi
@@ -364,7 +368,10 @@ note seccomp_handoff "Reading: a filtered client thread's one intercepted call i
     echo
     echo "- commit: $commit${prev_commit:+; previous build: $prev_commit}"
     echo "- machine: $machine"
-    echo "- what the kernel offers (\`cargo run --example probe\` says how each was decided): \`$(cat "$tmp/caps.txt")\`"
+    # The capabilities come from an example's output: an --only that runs none has none.
+    if [ -s "$tmp/caps.txt" ]; then
+        echo "- what the kernel offers (\`cargo run --example probe\` says how each was decided): \`$(cat "$tmp/caps.txt")\`"
+    fi
     echo "- date: $today"
     echo
     echo "parking_lot is parking_lot 0.12, the release most dependents still build with; the Mutex and parking_lot-API tables have the current release, 0.13, beside it."
