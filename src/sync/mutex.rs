@@ -174,6 +174,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// Locking a mutex this thread already holds deadlocks (as std may); it does not panic.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
         self.raw.lock();
         self.guard()
@@ -186,6 +187,7 @@ impl<T: ?Sized> Mutex<T> {
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if another thread holds it; [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as
     /// for [`lock`](Mutex::lock).
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
         poison::try_result(self.raw.try_lock(), || self.guard())
     }
@@ -246,6 +248,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// Wraps a freshly taken lock in a guard, reporting poison.
+    #[inline]
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
         self.poison.result(MutexGuard {
             lock: self,
@@ -280,6 +283,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 impl<T: ?Sized> Deref for MutexGuard<'_, T> {
     type Target = T;
 
+    #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard proves this thread holds the lock.
         unsafe { &*self.lock.data.get() }
@@ -287,6 +291,7 @@ impl<T: ?Sized> Deref for MutexGuard<'_, T> {
 }
 
 impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard proves this thread holds the lock, and `&mut self` that this is the
         // only access through it.

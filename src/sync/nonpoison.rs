@@ -130,6 +130,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Blocks until this thread holds the lock. Locking a mutex this thread already holds
     /// deadlocks.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         self.raw.lock();
         self.guard()
@@ -141,6 +142,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// [`WouldBlock`] if another thread holds it.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
         self.raw.try_lock().then(|| self.guard()).ok_or(WouldBlock)
     }
@@ -176,6 +178,7 @@ impl<T: ?Sized> Mutex<T> {
         self.data.get_mut()
     }
 
+    #[inline]
     fn guard(&self) -> MutexGuard<'_, T> {
         MutexGuard {
             lock: self,
@@ -199,6 +202,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 impl<T: ?Sized> Deref for MutexGuard<'_, T> {
     type Target = T;
 
+    #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard proves this thread holds the lock.
         unsafe { &*self.lock.data.get() }
@@ -206,6 +210,7 @@ impl<T: ?Sized> Deref for MutexGuard<'_, T> {
 }
 
 impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard proves this thread holds the lock, and `&mut self` that this is the
         // only access through it.
@@ -307,6 +312,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Blocks until this thread holds a read lock (shared with other readers). New readers
     /// wait behind a waiting writer, so a thread that reads again while it reads can deadlock.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
         self.raw.read();
         self.read_guard()
@@ -318,6 +324,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// [`WouldBlock`] otherwise.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         self.raw
             .try_read()
@@ -340,6 +347,7 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Blocks until this thread holds the write lock (exclusive).
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
         self.raw.write();
         self.write_guard()
@@ -351,6 +359,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// [`WouldBlock`] otherwise.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         self.raw
             .try_write()
@@ -376,6 +385,7 @@ impl<T: ?Sized> RwLock<T> {
         self.data.get_mut()
     }
 
+    #[inline]
     fn read_guard(&self) -> RwLockReadGuard<'_, T> {
         RwLockReadGuard {
             lock: self,
@@ -383,6 +393,7 @@ impl<T: ?Sized> RwLock<T> {
         }
     }
 
+    #[inline]
     fn write_guard(&self) -> RwLockWriteGuard<'_, T> {
         RwLockWriteGuard {
             lock: self,
@@ -419,6 +430,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
 
+    #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard proves this thread holds a read lock: no writer can run.
         unsafe { &*self.lock.data.get() }
@@ -428,6 +440,7 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
     type Target = T;
 
+    #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard proves this thread holds the write lock.
         unsafe { &*self.lock.data.get() }
@@ -435,6 +448,7 @@ impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
 }
 
 impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard proves this thread holds the write lock, and `&mut self` that this
         // is the only access through it.

@@ -206,6 +206,7 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// If the lock already has the most readers it can count (2^25 - 2).
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
         self.raw.read();
         self.read_guard()
@@ -218,6 +219,7 @@ impl<T: ?Sized> RwLock<T> {
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if a writer holds the lock or waits for it;
     /// [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as for [`read`](RwLock::read).
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         poison::try_result(self.raw.try_read(), || self.read_guard())
     }
@@ -249,6 +251,7 @@ impl<T: ?Sized> RwLock<T> {
     /// A [`PoisonError`](std::sync::PoisonError) holding the guard if a writer panicked while
     /// holding the lock.
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         self.raw.write();
         self.write_guard()
@@ -261,6 +264,7 @@ impl<T: ?Sized> RwLock<T> {
     /// [`TryLockError::WouldBlock`](std::sync::TryLockError::WouldBlock) if any thread holds the lock; [`TryLockError::Poisoned`](std::sync::TryLockError::Poisoned) as
     /// for [`write`](RwLock::write).
     #[cfg_attr(feature = "deadlock", track_caller)]
+    #[inline]
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         poison::try_result(self.raw.try_write(), || self.write_guard())
     }
@@ -320,10 +324,12 @@ impl<T: ?Sized> RwLock<T> {
         self.poison.result(self.data.get_mut())
     }
 
+    #[inline]
     fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
         self.poison.result(RwLockReadGuard::new(self))
     }
 
+    #[inline]
     fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         self.poison.result(RwLockWriteGuard {
             lock: self,
@@ -362,6 +368,7 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
 
 impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
     /// The guard of a read lock this thread holds on `lock`.
+    #[inline]
     fn new(lock: &'a RwLock<T>) -> RwLockReadGuard<'a, T> {
         RwLockReadGuard {
             // SAFETY: `UnsafeCell::get` of a live lock points into it: never null.
@@ -383,6 +390,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
 
+    #[inline]
     fn deref(&self) -> &T {
         // SAFETY: `data` points into the lock (`new`), and the guard proves this thread holds a
         // read lock: no writer has `&mut T`.
@@ -393,6 +401,7 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
 impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
     type Target = T;
 
+    #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard proves this thread holds the write lock.
         unsafe { &*self.lock.data.get() }
@@ -400,6 +409,7 @@ impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
 }
 
 impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard proves this thread holds the write lock, and `&mut self` that this
         // is the only access through it.
