@@ -212,20 +212,27 @@ macro_rules! counter_methods {
     };
 }
 
+// Each library's lock for `counter_methods!`, `#[inline]` so that every library's `add` has its
+// lock's fast path in line, as a user's loop would (`locks::Locks` says why it matters).
+#[inline]
 fn lock_futexkit(m: &futexkit::Mutex<Count>) -> futexkit::MutexGuard<'_, Count> {
     m.lock().unwrap()
 }
+#[inline]
 fn lock_std(m: &std::sync::Mutex<Count>) -> std::sync::MutexGuard<'_, Count> {
     m.lock().unwrap()
 }
+#[inline]
 fn lock_parking_lot(m: &parking_lot::Mutex<Count>) -> parking_lot::MutexGuard<'_, Count> {
     m.lock()
 }
+#[inline]
 fn lock_parking_lot_013(
     m: &parking_lot_013::Mutex<Count>,
 ) -> parking_lot_013::MutexGuard<'_, Count> {
     m.lock()
 }
+#[inline]
 fn lock_glibc(m: &GlibcMutex<Count>) -> GlibcGuard<'_, Count> {
     m.lock()
 }
