@@ -13,13 +13,14 @@
 //!    so only it finds that two threads taking turns would answer each other while spinning.
 //! 4. Else sleep at once.
 //!
-//! Rule 1 is the one signal that CPUs are wanted: a spin preempted between two looks is
-//! seen at the next. The notifier may not be running (blocked in I/O, say), so no budget grows
-//! with what a wait took. Credit is per thread (a thread's waits tend to be of one kind: a worker waiting for
-//! jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's waiter spins only
-//! where all parties can run at once. A wait that reaches the decision reads the clock, around
-//! each budget too, and `/proc/loadavg` at most once a millisecond per process (a long probe
-//! also between its budgets; open, read, close).
+//! Rule 1 is the one signal that CPUs are wanted: a spin preempted between two looks is seen
+//! at the next. The notifier may not be running (blocked in I/O, say), so no budget grows with
+//! what a wait took. Credit is per thread (a thread's waits tend to be of one kind: a worker
+//! waiting for jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's
+//! waiter spins only where all parties can run at once. A wait that reaches the decision reads
+//! the clock, once more when it spins and after each budget of a long probe, and
+//! `/proc/loadavg` at most once a millisecond per process (a long probe also between its
+//! budgets; open, read, close).
 //!
 //! ## State
 //!
