@@ -81,6 +81,7 @@ if [ -n "$export_to" ]; then
 fi
 prev_ex=""
 prev_commit=""
+prev_changed=""
 if [ -n "$against" ] && [ -n "$prebuilt" ]; then
     prev_ex="$against"
     prev_commit=$(cat "$against/COMMIT")
@@ -89,6 +90,8 @@ elif [ -n "$against" ]; then
     (cd "$against" && CARGO_TARGET_DIR="$against/target" cargo build --release --quiet --examples)
     prev_ex="$against/target/release/examples"
     prev_commit=$(git -C "$against" rev-parse --short HEAD)
+    git -C "$against" diff --quiet HEAD -- src support examples ||
+        prev_changed=" (with uncommitted changes in src, support or examples)"
 fi
 
 cpus=$(nproc)
@@ -366,7 +369,7 @@ note seccomp_handoff "Reading: a filtered client thread's one intercepted call i
         echo "Every table below comes from one run of \`scripts/benchmarks.sh${quick:+ $quick}${against:+ --against DIR}${only:+ --only ${only:1:-1}}\`, which regenerates this whole file (it is replaced, never appended): run it on your own machine to get yours."
     fi
     echo
-    echo "- commit: $commit${prev_commit:+; previous build: $prev_commit}"
+    echo "- commit: $commit${prev_commit:+; previous build: $prev_commit$prev_changed}"
     echo "- machine: $machine"
     # The capabilities come from an example's output: an --only that runs none has none.
     if [ -s "$tmp/caps.txt" ]; then
