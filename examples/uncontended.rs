@@ -2,9 +2,8 @@
 //! `valgrind --tool=callgrind target/release/examples/uncontended futexkit 1000000` minus the
 //! same with 0 gives the cost of N pairs (see README). An implementation's name with `-read` or
 //! `-write` after it (`futexkit-read`) counts its RwLock's read or write lock + unlock instead
-//! of its Mutex. Built
-//! with the `deadlock` feature, the checks are turned off unless a third argument, `checks-on`,
-//! asks for them. An unknown name exits with status 2.
+//! of its Mutex. Built with the `deadlock` feature, the checks are turned off unless a third
+//! argument, `checks-on`, asks for them. An unknown name exits with status 2.
 
 use std::hint::black_box;
 
@@ -18,93 +17,25 @@ fn main() {
     #[cfg(feature = "deadlock")]
     futexkit::deadlock::set_enabled(args.get(3).is_some_and(|a| a == "checks-on"));
     match which {
-        "futexkit" => {
-            let m = futexkit::Mutex::new(0u64);
-            for _ in 0..n {
-                *black_box(&m).lock().unwrap() += 1;
-            }
-            black_box(m.into_inner().unwrap());
-        }
-        "std" => {
-            let m = std::sync::Mutex::new(0u64);
-            for _ in 0..n {
-                *black_box(&m).lock().unwrap() += 1;
-            }
-            black_box(m.into_inner().unwrap());
-        }
-        "parking_lot" => {
-            let m = parking_lot::Mutex::new(0u64);
-            for _ in 0..n {
-                *black_box(&m).lock() += 1;
-            }
-            black_box(m.into_inner());
-        }
-        "parking_lot_0.13" => {
-            let m = parking_lot_013::Mutex::new(0u64);
-            for _ in 0..n {
-                *black_box(&m).lock() += 1;
-            }
-            black_box(m.into_inner());
-        }
-        "futexkit-read" => {
-            let l = futexkit::RwLock::new(0u64);
-            let mut sum = 0;
-            for _ in 0..n {
-                sum += *black_box(&l).read().unwrap();
-            }
-            black_box(sum);
-        }
-        "std-read" => {
-            let l = std::sync::RwLock::new(0u64);
-            let mut sum = 0;
-            for _ in 0..n {
-                sum += *black_box(&l).read().unwrap();
-            }
-            black_box(sum);
-        }
-        "parking_lot-read" => {
-            let l = parking_lot::RwLock::new(0u64);
-            let mut sum = 0;
-            for _ in 0..n {
-                sum += *black_box(&l).read();
-            }
-            black_box(sum);
-        }
+        "futexkit" => pairs(futexkit::Mutex::new(0u64), n, |m| *m.lock().unwrap() += 1),
+        "std" => pairs(std::sync::Mutex::new(0u64), n, |m| *m.lock().unwrap() += 1),
+        "parking_lot" => pairs(parking_lot::Mutex::new(0u64), n, |m| *m.lock() += 1),
+        "parking_lot_0.13" => pairs(parking_lot_013::Mutex::new(0u64), n, |m| *m.lock() += 1),
+        "futexkit-read" => pairs(futexkit::RwLock::new(0u64), n, |l| read(*l.read().unwrap())),
+        "std-read" => pairs(std::sync::RwLock::new(0u64), n, |l| {
+            read(*l.read().unwrap())
+        }),
+        "parking_lot-read" => pairs(parking_lot::RwLock::new(0u64), n, |l| read(*l.read())),
         "parking_lot_0.13-read" => {
-            let l = parking_lot_013::RwLock::new(0u64);
-            let mut sum = 0;
-            for _ in 0..n {
-                sum += *black_box(&l).read();
-            }
-            black_box(sum);
+            pairs(parking_lot_013::RwLock::new(0u64), n, |l| read(*l.read()))
         }
-        "futexkit-write" => {
-            let l = futexkit::RwLock::new(0u64);
-            for _ in 0..n {
-                *black_box(&l).write().unwrap() += 1;
-            }
-            black_box(l.into_inner().unwrap());
-        }
-        "std-write" => {
-            let l = std::sync::RwLock::new(0u64);
-            for _ in 0..n {
-                *black_box(&l).write().unwrap() += 1;
-            }
-            black_box(l.into_inner().unwrap());
-        }
-        "parking_lot-write" => {
-            let l = parking_lot::RwLock::new(0u64);
-            for _ in 0..n {
-                *black_box(&l).write() += 1;
-            }
-            black_box(l.into_inner());
-        }
+        "futexkit-write" => pairs(futexkit::RwLock::new(0u64), n, |l| *l.write().unwrap() += 1),
+        "std-write" => pairs(std::sync::RwLock::new(0u64), n, |l| {
+            *l.write().unwrap() += 1
+        }),
+        "parking_lot-write" => pairs(parking_lot::RwLock::new(0u64), n, |l| *l.write() += 1),
         "parking_lot_0.13-write" => {
-            let l = parking_lot_013::RwLock::new(0u64);
-            for _ in 0..n {
-                *black_box(&l).write() += 1;
-            }
-            black_box(l.into_inner());
+            pairs(parking_lot_013::RwLock::new(0u64), n, |l| *l.write() += 1)
         }
         other => {
             eprintln!(
@@ -114,4 +45,18 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// `n` lock + unlock pairs: `op` takes and releases `lock` once, which the loop hides from the
+/// optimizer each time so that no pair is folded into another.
+fn pairs<L>(lock: L, n: u64, op: impl Fn(&L)) {
+    for _ in 0..n {
+        op(black_box(&lock));
+    }
+    black_box(lock);
+}
+
+/// Keeps a value read under a read lock from being optimized away.
+fn read(value: u64) {
+    black_box(value);
 }
