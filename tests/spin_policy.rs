@@ -44,15 +44,21 @@ fn a_wait_after_a_notify_that_found_nobody_asleep_spins() {
     // unless its own notify just found nobody asleep. Nobody notifies it, so the spin loses.
     // It spins only while every runnable thread on the machine has a CPU, which other
     // processes can make false at any moment: so each try is one wait, skipped or lost, and
-    // some try must spin, unless the machine was busy whenever this test looked.
+    // some try must spin, unless the machine was busy whenever this test looked. The waiting
+    // thread looks just before its wait and again after it, so that a try counts as idle
+    // only if the machine was idle on both sides of the policy's own look (a look from this
+    // thread, before the spawn, would miss the threads that run by the time the policy looks).
     let mut idle_looks = 0;
     for _ in 0..50 {
-        let idle = every_runnable_thread_has_a_cpu();
         let before = decisions().notify;
-        // Long enough that the deadline cannot pass before the policy decides.
-        std::thread::spawn(|| wait_in_vain(Duration::from_millis(20), true))
-            .join()
-            .unwrap();
+        let idle = std::thread::spawn(|| {
+            let idle_before = every_runnable_thread_has_a_cpu();
+            // Long enough that the deadline cannot pass before the policy decides.
+            wait_in_vain(Duration::from_millis(20), true);
+            idle_before && every_runnable_thread_has_a_cpu()
+        })
+        .join()
+        .unwrap();
         let after = decisions().notify;
         assert_eq!(
             after.lost + after.skipped,
