@@ -73,6 +73,8 @@ const MAX_PAUSES_BETWEEN_LOOKS: u32 = 64;
 /// The spin hints before a lock waiter's first look, and so the shortest run between two: each
 /// look pulls the lock's cache line from its holder, and a holder that releases and retakes the
 /// lock at once loses it to a look that comes too soon, which moves the lock to another CPU.
+/// A later first look keeps a lock with one thread longer, but where work needs the lock to
+/// change hands (a queue's producers and consumers) it leaves the lock idle longer.
 const FIRST_RUN: u32 = 8;
 
 /// A waiter's spin for a lock: `SPIN_WAIT_NS` of spin hints in exponentially growing runs,
