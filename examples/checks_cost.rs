@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use futexkit_support::contention::{timed, Impl, Section};
+use futexkit_support::report::turns;
 
 /// A row: its label, and what sets it up (and, given `false`, back to the default).
 type Setting = (&'static str, fn(bool));
@@ -24,10 +25,12 @@ fn main() {
     settings.extend(profile_settings());
     settings.extend(deadlock_settings());
     let threads = [4, 16];
-    // runs[setting][threads]: the settings interleaved round by round.
+    // runs[setting][threads]: the settings interleaved round by round, each round starting with
+    // the next.
     let mut runs = vec![vec![Vec::new(); threads.len()]; settings.len()];
-    for _ in 0..rounds {
-        for (s, &(_, set)) in settings.iter().enumerate() {
+    for round in 0..rounds {
+        for s in turns(round, settings.len()) {
+            let set = settings[s].1;
             for (t, &n) in threads.iter().enumerate() {
                 set(true);
                 runs[s][t].push(timed(Impl::Futexkit, n, Section::Short, duration).mops);

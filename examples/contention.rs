@@ -7,10 +7,11 @@
 
 use futexkit_support::contention;
 use futexkit_support::pingpong;
+use futexkit_support::report::interleaved_medians;
 
 use std::time::Duration;
 
-use contention::{hand_off, random_locks, timed, Impl, Section};
+use contention::{hand_off, random_locks, timed, Impl, Section, Throughput};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -47,9 +48,10 @@ fn main() {
         println!("|---|{}---|---|---|---|", "---|".repeat(Impl::ALL.len()));
         for &threads in &thread_counts {
             let med = interleaved_medians(
+                Impl::ALL.len(),
                 rounds,
-                |which| timed(which, threads, section, duration),
-                |a, b| a.mops.total_cmp(&b.mops),
+                |a: &Throughput, b| a.mops.total_cmp(&b.mops),
+                |i| timed(Impl::ALL[i], threads, section, duration),
             );
             let best_other = med[1..].iter().map(|t| t.mops).fold(0.0, f64::max);
             let waits: Vec<String> = med.iter().map(|t| fmt(t.max_wait)).collect();
@@ -87,11 +89,9 @@ fn random_locks_table(rounds: usize, ops: u64) {
     println!("| locks | {} | futexkit / best |", names());
     println!("|---|{}---|", "---|".repeat(Impl::ALL.len()));
     for locks in [2usize, 64, 1000] {
-        let med: Vec<f64> = interleaved_medians(
-            rounds,
-            |which| random_locks(which, THREADS, locks, ops),
-            Duration::cmp,
-        )
+        let med: Vec<f64> = interleaved_medians(Impl::ALL.len(), rounds, Duration::cmp, |i| {
+            random_locks(Impl::ALL[i], THREADS, locks, ops)
+        })
         .into_iter()
         .map(|d| d.as_secs_f64() * 1e3)
         .collect();
@@ -120,27 +120,6 @@ fn names() -> String {
 fn cells(values: impl Iterator<Item = f64>) -> String {
     let cells: Vec<String> = values.map(|v| format!("{v:>10.2}")).collect();
     cells.join(" | ")
-}
-
-/// Each library's median (by `order`) of `rounds` runs of `run`, the libraries taking turns
-/// within each round; in `Impl::ALL`'s order.
-fn interleaved_medians<T: Copy>(
-    rounds: usize,
-    mut run: impl FnMut(Impl) -> T,
-    order: impl Fn(&T, &T) -> std::cmp::Ordering,
-) -> Vec<T> {
-    let mut runs: Vec<Vec<T>> = vec![Vec::new(); Impl::ALL.len()];
-    for _ in 0..rounds {
-        for (i, which) in Impl::ALL.into_iter().enumerate() {
-            runs[i].push(run(which));
-        }
-    }
-    runs.into_iter()
-        .map(|mut r| {
-            r.sort_by(&order);
-            r[r.len() / 2]
-        })
-        .collect()
 }
 
 fn fmt(d: Duration) -> String {

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use futexkit_support::flipcall_server::{run, RunResult, ServerKind};
+use futexkit_support::report::turns;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -54,8 +55,7 @@ fn main() {
     for &clients in &client_counts {
         let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); ServerKind::ALL.len()];
         for round in 0..rounds {
-            for k in 0..ServerKind::ALL.len() {
-                let which = (round + k) % ServerKind::ALL.len();
+            for which in turns(round, ServerKind::ALL.len()) {
                 eprintln!("{} with {clients} clients", ServerKind::ALL[which].name());
                 results[which].push(run(ServerKind::ALL[which], clients, PAYLOAD, duration));
             }

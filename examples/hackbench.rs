@@ -4,6 +4,7 @@
 //! interleaved. `cargo run --release --example hackbench [-- --quick]`.
 
 use futexkit_support::condvar;
+use futexkit_support::report::{interleaved, on};
 
 use std::time::Duration;
 
@@ -20,15 +21,13 @@ fn main() {
     println!("| groups | threads | futexkit | std | parking_lot | futexkit / best |");
     println!("|---|---|---|---|---|---|");
     for groups in [1, 2, 4, 6, 8, 10] {
-        let mut t: [Vec<Duration>; 3] = Default::default();
-        for _ in 0..runs {
-            t[0].push(hackbench::<Futexkit>(groups, loops));
-            t[1].push(hackbench::<Std>(groups, loops));
-            t[2].push(hackbench::<ParkingLot>(groups, loops));
-        }
-        let t = t.map(|mut v| {
-            v.sort();
-            v[v.len() / 2]
+        let t = interleaved(runs, Duration::cmp, |backend| {
+            on(
+                backend,
+                || hackbench::<Futexkit>(groups, loops),
+                || hackbench::<Std>(groups, loops),
+                || hackbench::<ParkingLot>(groups, loops),
+            )
         });
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(

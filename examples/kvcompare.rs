@@ -13,11 +13,12 @@
 //!
 //! Each measurement starts a fresh server in a child process (this program, re-run with
 //! `--serve BACKEND`), so server and load generator do not share an allocator or a process;
-//! both run on this machine, over loopback. Rounds interleave the backends; ops/s is the
+//! both run on this machine, over loopback. Rounds interleave the backends, each round starting with the next one; ops/s is the
 //! median over rounds, latency quantiles come from the rounds' histograms merged.
 
 use futexkit_support::kv::load;
 use futexkit_support::kv::server;
+use futexkit_support::report::turns;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -67,7 +68,8 @@ fn main() {
         .collect();
     for round in 0..rounds {
         for (ci, &n) in clients.iter().enumerate() {
-            for (bi, &backend) in backends.iter().enumerate() {
+            for bi in turns(round, backends.len()) {
+                let backend = backends[bi];
                 let report = measure(backend, workers, n, Duration::from_secs_f64(seconds));
                 eprintln!(
                     "round {} clients {n:>3} {backend:<11} {:>8.0} ops/s p99 {}{}",

@@ -13,6 +13,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use futexkit_support::pingpong::BackgroundLoad;
+use futexkit_support::report::interleaved_medians;
 
 /// The workloads, written once against parking_lot's API; `$path` is the library.
 macro_rules! workloads {
@@ -100,25 +101,6 @@ fn run(
     ops as f64 / began.elapsed().as_secs_f64() / 1e6
 }
 
-/// Each run's median over `rounds` rounds, the runs taking turns and each round starting one
-/// later than the last.
-fn interleaved(rounds: usize, runs: &[&dyn Fn() -> f64]) -> Vec<f64> {
-    let mut samples = vec![Vec::new(); runs.len()];
-    for round in 0..rounds {
-        for k in 0..runs.len() {
-            let i = (round + k) % runs.len();
-            samples[i].push(runs[i]());
-        }
-    }
-    samples
-        .into_iter()
-        .map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        })
-        .collect()
-}
-
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let (rounds, duration) = if quick {
@@ -167,14 +149,10 @@ fn main() {
             );
             println!("|---|---|---|---|---|");
             for &threads in &counts {
-                let medians = interleaved(
-                    rounds,
-                    &[
-                        &|| futexkit(threads, duration),
-                        &|| pl13(threads, duration),
-                        &|| pl12(threads, duration),
-                    ],
-                );
+                let runs = [futexkit, pl13, pl12];
+                let medians = interleaved_medians(runs.len(), rounds, f64::total_cmp, |i| {
+                    runs[i](threads, duration)
+                });
                 let [fk, pl13, pl12] = medians[..] else {
                     unreachable!("one median per library")
                 };

@@ -15,6 +15,7 @@ use crossbeam_utils::CachePadded;
 use futexkit_support::contention::GlibcMutex;
 use futexkit_support::pi::GlibcPiMutex;
 use futexkit_support::pingpong::BackgroundLoad;
+use futexkit_support::report::interleaved_medians;
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -48,20 +49,10 @@ fn main() {
     }
 }
 
-/// The median of `rounds` runs of `measure(k)` for each of `N` implementations, the order
-/// rotating each round.
-fn medians<const N: usize>(rounds: usize, mut measure: impl FnMut(usize) -> f64) -> [f64; N] {
-    let mut results: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
-    for round in 0..rounds.max(1) {
-        for k in 0..N {
-            let which = (round + k) % N;
-            results[which].push(measure(which));
-        }
-    }
-    results.map(|mut r| {
-        r.sort_by(f64::total_cmp);
-        r[r.len() / 2]
-    })
+/// [`interleaved_medians`] of `N` implementations, as an array.
+fn medians<const N: usize>(rounds: usize, measure: impl FnMut(usize) -> f64) -> [f64; N] {
+    let m = interleaved_medians(N, rounds, f64::total_cmp, measure);
+    std::array::from_fn(|i| m[i])
 }
 
 /// `value` on cache lines of its own, so that what the threads under test share is only what
