@@ -9,6 +9,8 @@ use std::hint::black_box;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use futexkit_support::report::turns;
+
 #[allow(dead_code)]
 #[path = "../src/atomic_copy.rs"]
 mod atomic_copy;
@@ -69,8 +71,9 @@ fn measure<const N: usize>(load: bool, offset: usize, rounds: usize) -> [f64; 3]
     let mut private = Box::new([7u8; N]);
     let iterations = (2_000_000 / (N + 64)).max(20);
     let mut samples = vec![Vec::new(); COPIERS.len()];
-    for _ in 0..rounds {
-        for (i, &how) in COPIERS.iter().enumerate() {
+    for round in 0..rounds {
+        for i in turns(round, COPIERS.len()) {
+            let how = COPIERS[i];
             let start = Instant::now();
             for _ in 0..iterations {
                 // SAFETY: the range lies in `backing`, which only this thread touches.

@@ -8,6 +8,7 @@
 
 use futexkit_support::flipcall;
 use futexkit_support::pingpong;
+use futexkit_support::report::turns;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command};
@@ -131,8 +132,7 @@ fn interleaved(
         .collect();
     let mut samples: [Vec<Duration>; 4] = Default::default();
     for round in 0..batches {
-        for k in 0..4 {
-            let i = (round + k) % 4;
+        for i in turns(round, clients.len()) {
             let n = sizes[i];
             samples[i].push(clients[i].round_trips(len, n) / n as u32);
         }

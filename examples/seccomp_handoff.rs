@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use futexkit_support::flipcall::{Client, Mechanism as FlipMechanism, Placement};
 use futexkit_support::pingpong::{self, BackgroundLoad, Mechanism};
+use futexkit_support::report::turns;
 
 /// The intercepted call: `futex(NULL, MAGIC_OP, ...)`. The kernel defines no futex operation
 /// with this number (its command bits are out of range), so without the filter the call fails
@@ -250,8 +251,7 @@ fn measure(rows: &[Row], batches: usize, batch_time: Duration) -> Vec<Stats> {
     let sizes: Vec<u64> = rows.iter().map(|&r| batch_size(r, batch_time)).collect();
     let mut samples = vec![Vec::new(); rows.len()];
     for round in 0..batches {
-        for k in 0..rows.len() {
-            let i = (round + k) % rows.len();
+        for i in turns(round, rows.len()) {
             samples[i].push(rows[i].run(sizes[i]));
         }
     }

@@ -379,7 +379,7 @@ note seccomp_handoff "Reading: a filtered client thread's one intercepted call i
     echo
     echo "parking_lot is parking_lot 0.12, the release most dependents still build with; the Mutex and parking_lot-API tables have the current release, 0.13, beside it."
     echo
-    echo "futexkit / best is futexkit's figure against the best of the other libraries in its table (std's and parking_lot's, glibc's and parking_lot 0.13's too where the table has them): above 1, futexkit is ahead. Each example interleaves the libraries round by round and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
+    echo "futexkit / best is futexkit's figure against the best of the other libraries in its table (std's and parking_lot's, glibc's and parking_lot 0.13's too where the table has them): above 1, futexkit is ahead. Each example interleaves the libraries round by round, each round starting with the next library (so that none always runs first), and reports medians or means (each table says which); single figures on a shared or virtual machine move from run to run, ratios within one run much less."
     echo
     cat "$body"
 } >"$out"

@@ -253,7 +253,8 @@ pub struct RoundTrips {
 }
 
 /// Round trips of each mechanism over `batches` batches of about `batch_time`, interleaved
-/// (one batch of each mechanism per pass) so drift in machine load hits all alike.
+/// (one batch of each mechanism per pass, each pass starting with the next mechanism) so drift
+/// in machine load hits all alike.
 pub fn round_trips(
     mechanisms: &[Mechanism],
     batches: usize,
@@ -264,9 +265,9 @@ pub fn round_trips(
         .map(|&m| batch_size(m, batch_time))
         .collect();
     let mut samples = vec![Vec::with_capacity(batches); mechanisms.len()];
-    for _ in 0..batches {
-        for (i, &m) in mechanisms.iter().enumerate() {
-            samples[i].push(measure(m, sizes[i]));
+    for batch in 0..batches {
+        for i in crate::report::turns(batch, mechanisms.len()) {
+            samples[i].push(measure(mechanisms[i], sizes[i]));
         }
     }
     samples
