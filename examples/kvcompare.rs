@@ -13,8 +13,9 @@
 //!
 //! Each measurement starts a fresh server in a child process (this program, re-run with
 //! `--serve BACKEND`), so server and load generator do not share an allocator or a process;
-//! both run on this machine, over loopback. Rounds interleave the backends, each round starting with the next one; ops/s is the
-//! median over rounds, latency quantiles come from the rounds' histograms merged.
+//! both run on this machine, over loopback. Rounds interleave the backends, each round starting
+//! with the next one; ops/s is the median over rounds, latency quantiles come from the rounds'
+//! histograms merged.
 
 use futexkit_support::kv::load;
 use futexkit_support::kv::server;
