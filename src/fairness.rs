@@ -7,23 +7,53 @@
 //! taken the lock before it gets there, and it sleeps again at the back of the kernel's queue.
 //! A hand-off gives the lock to a waiter instead; it must not leave the lock idle for long.
 //!
-//! ## The Mutex: a woken waiter asks
+//! ## The Mutex: the oldest woken waiter asks
 //!
-//! An untimed Mutex waiter back from a futex wait (woken, or finding the word changed) that
-//! finds the lock taken asks for it (`src/raw/mutex.rs`, `ASKED`): the next unlock hands the
-//! lock over, to the asker or another thread back from a wait, never to one that has not waited
-//! yet. The asker asks while it runs and spins for the hand-off before it sleeps again, so a
-//! hand-off usually costs no wake-up's latency: the lock is idle only until the asker sees it.
-//! It sleeps again only when the holder keeps the lock past the spin (longer than a few
-//! microseconds), and then the hand-off waits for its wake-up. Threads that have not waited
-//! never ask, so running threads still take a free lock in passing, which is what makes a
-//! contended lock fast. While anyone asks, the lock goes only to threads back from a wait, and
-//! every contended release wakes the longest sleeper, which then asks. It is not a queue, and
-//! no bound on how often a waiter can be passed over is proven: a thread whose first wait found
-//! the word changed counts as back from a wait. The rule follows the Linux kernel mutex's
-//! hand-off (its first waiter, woken and failing to take the lock, sets `MUTEX_FLAG_HANDOFF`,
-//! and the unlock gives the lock to that waiter). It reads no clock, so the model checkers run
-//! it as it ships.
+//! Before its first sleep in a lock call, a Mutex waiter takes a [`ticket`]: the next number of
+//! a process-wide count, so that of two waiters the one with the [`older`] ticket started to
+//! sleep first. An untimed waiter woken from a sleep by a futex wake (a wait that found the
+//! word changed does not count) that finds the lock taken asks for it: it writes `ASKED` and
+//! its ticket into the word (`src/raw/mutex.rs`), or puts its ticket in place of a younger
+//! asker's. The next unlock hands the lock over (`HANDED` and the same ticket) and wakes every
+//! sleeper that may ask: the waiter named claims it, unless an older woken waiter gets there
+//! first and claims it instead (the one named then asks again). So a woken waiter that finds
+//! an older one asking or handed the lock does not go back behind the kernel's queue: it
+//! spins for the hand-off or the claim, sleeps only with the askers' futex bitset, and looks
+//! again after every hand-off. The asker spins for the hand-off before it sleeps again, so a
+//! hand-off usually costs no wake-up's latency. Threads that have not been woken never ask, so
+//! running threads still take a free lock in passing, which is what makes a contended lock
+//! fast; while a waiter asks, or a hand-off waits for its claim, the lock is not free, so they
+//! cannot take it.
+//!
+//! **The bound.** Take the oldest untimed waiter W, with q sleepers ahead of it in the
+//! kernel's queue and p woken waiters not yet served when it went to sleep.
+//!
+//! 1. Once woken, W holds the lock as soon as the critical section under way at its first
+//!    successful look ends. Whatever it finds, it takes the lock (free, or handed to anyone:
+//!    nobody is older), or asks, or puts its ticket in place of the asker's; nobody can
+//!    replace it; so the next unlock hands the lock to W, and only W claims it. A look fails
+//!    only when the word changed under it, which, before W asks, only a thread taking and
+//!    releasing a free lock does.
+//! 2. W is woken after at most q wakes from the queue: the kernel wakes sleepers of one
+//!    priority in arrival order, a contended release wakes one, and a fair unlock one untimed
+//!    sleeper. Between two such wakes the lock goes by hand-off only to woken waiters, each
+//!    once (one that locks again later has a younger ticket and sleeps behind W), and the p
+//!    left when W slept and the q woken since are all there are. Threads that have not been
+//!    woken take the lock only while it is free with sleepers waiting, which lasts from a wake
+//!    from the queue until the woken thread's first successful look.
+//!
+//! So W holds the lock after at most p + q + 1 other waiters that slept, each once, plus what
+//! threads that have not been woken take in q + 1 wake-ups' latencies. Every waiter that comes
+//! later is younger, so any waiter gets the lock within that bound once for each waiter older
+//! than it. Not covered: timed waiters (they never ask, as one may give up with the lock
+//! handed to it), threads of real-time priority (the kernel wakes those first), a wake that
+//! ends a sleep by chance (an unlock's wake by address can reach a sleeper on memory reused
+//! for another lock; such a thread counts as one more woken waiter), and tickets 2^28 or more
+//! apart (they wrap, and the order of two such waiters is then wrong). None of these can lose
+//! a wake-up. The rule follows the Linux kernel mutex's hand-off (its first waiter, woken and
+//! failing to take the lock, sets `MUTEX_FLAG_HANDOFF`, and the unlock gives the lock to that
+//! waiter), with the kernel's own list replaced by the futex's queue and ticket order among the
+//! woken. It reads no clock, so the model checkers run it as it ships.
 //!
 //! ## The RwLock's write unlock: a count ([`hand_off_now`])
 //!
@@ -40,7 +70,29 @@
 
 use core::cell::Cell;
 
+use crate::futex::sys::next_ticket;
 use crate::thread::thread_local;
+
+/// The bits of a Mutex waiter's ticket: the Mutex keeps one in its word, beside its state.
+pub(crate) const TICKET_BITS: u32 = 29;
+
+/// A Mutex waiter's ticket: nonzero (a word naming ticket 0 names no waiter), and taken after
+/// every ticket taken before it, modulo 2^[`TICKET_BITS`].
+pub(crate) fn ticket() -> u32 {
+    loop {
+        let ticket = next_ticket() & ((1 << TICKET_BITS) - 1);
+        if ticket != 0 {
+            return ticket;
+        }
+    }
+}
+
+/// Whether ticket `a` was taken before ticket `b` (of two tickets taken less than
+/// 2^([`TICKET_BITS`] - 1) apart).
+pub(crate) fn older(a: u32, b: u32) -> bool {
+    let ahead = b.wrapping_sub(a) & ((1 << TICKET_BITS) - 1);
+    ahead != 0 && ahead < 1 << (TICKET_BITS - 1)
+}
 
 /// One contended write unlock of a RwLock in this many, per thread, hands the lock off.
 pub(crate) const HAND_OFF_PERIOD: u32 = 16;

@@ -103,6 +103,28 @@ fn three_threads_with_fair_unlocks() {
     check(2, move || increments(vec![Locker::Fair; threads], n));
 }
 
+/// Two waiters woken at once: a release wakes one sleeper, a thread that has not slept takes
+/// the lock before that one runs, a newcomer marks it and sleeps, and the next release wakes a
+/// second sleeper. The two ask in either order: the older takes the younger's place, or the
+/// younger finds the older asking and sleeps again, or finds the lock handed to the older and
+/// waits for the claim. Every increment gets through and the lock ends free.
+#[test]
+fn two_waiters_woken_at_once() {
+    check(3, || {
+        let shared = Arc::new(Mutex::new(0u32));
+        let mut work: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = vec![Box::new(|m| {
+            for _ in 0..2 {
+                *m.lock().unwrap() += 1;
+            }
+        })];
+        for _ in 0..3 {
+            work.push(Box::new(|m| *m.lock().unwrap() += 1));
+        }
+        in_threads(&shared, work);
+        assert_eq!(*shared.try_lock().expect("the lock ends free"), 5);
+    });
+}
+
 /// A timed waiter beside an untimed one: a hand-off goes to the untimed one (timed waiters
 /// sleep on their own bitset), the timed one takes the lock or times out, and nothing is left
 /// held.

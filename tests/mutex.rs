@@ -368,9 +368,62 @@ fn a_waiter_is_not_starved_by_a_barging_hog() {
     }
 }
 
+/// A sleeper woken by an unlock that finds the lock taken again (by a thread that had not slept)
+/// asks for it, and the next plain unlock hands the lock to it: the lock is not free for the
+/// unlocking thread a moment later. Rounds where the woken sleeper took the lock first decide
+/// nothing; some must decide.
+#[test]
+fn a_woken_sleeper_that_finds_the_lock_taken_gets_it_next() {
+    use futexkit::raw::RawMutex;
+    use futexkit_support::blocked::{gettid, wait_until_blocked_on};
+    use std::sync::mpsc;
+
+    let raw = Arc::new(RawMutex::new());
+    let mut decided = 0;
+    for round in 0..20 {
+        raw.lock();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let sleeper = std::thread::spawn({
+            let raw = Arc::clone(&raw);
+            move || {
+                tid_tx.send(gettid()).unwrap();
+                raw.lock();
+                // Held until the main thread has looked.
+                released.recv().unwrap();
+                // SAFETY: locked just above.
+                unsafe { raw.unlock() };
+            }
+        });
+        let tid = tid_rx.recv().unwrap();
+        wait_until_blocked_on(tid, &*raw);
+        // SAFETY: this thread took the lock above. The unlock wakes the sleeper.
+        unsafe { raw.unlock() };
+        if raw.try_lock() {
+            // Taken before the woken sleeper ran: it finds the lock held, asks for it, spins
+            // and sleeps again.
+            wait_until_blocked_on(tid, &*raw);
+            // SAFETY: taken just above.
+            unsafe { raw.unlock() };
+            assert!(
+                !raw.try_lock(),
+                "round {round}: the lock was free after an unlock that a woken sleeper asked for"
+            );
+            decided += 1;
+        }
+        release.send(()).unwrap();
+        sleeper.join().unwrap();
+    }
+    assert!(
+        decided > 0,
+        "in no round did this thread retake the lock before the sleeper ran"
+    );
+    assert!(raw.try_lock(), "the lock ends free");
+}
+
 /// `RawMutex::unlock_fair` with a thread asleep in `lock`: the lock goes to that thread, so it
 /// is not free for the unlocking thread a moment later, round after round. (A plain unlock
-/// releases the lock on most rounds: only one contended unlock in 16 hands off.)
+/// would release it: this sleeper has not been woken yet, so it has not asked.)
 #[test]
 fn a_fair_unlock_hands_the_lock_to_the_sleeper() {
     use futexkit::raw::RawMutex;

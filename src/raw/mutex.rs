@@ -2,15 +2,17 @@
 //!
 //! ## State
 //!
-//! [`RawMutex`] is one 32-bit futex word holding one of five values:
+//! [`RawMutex`] is one 32-bit futex word: a state in its low three bits and, in `ASKED` and
+//! `HANDED`, a waiter's ticket (`src/fairness.rs`) in the rest. `ASKED(t)` and `HANDED(t)`
+//! below name the waiter with ticket `t`; `HANDED(0)` names none.
 //!
 //! | value       | meaning                              | set by                                  | left by |
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
 //! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
 //! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
-//! | `ASKED`     | held; threads may sleep, and an untimed waiter woken without the lock asks for it | that waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off |
-//! | `HANDED`    | held in trust for a thread that slept | an unlock handing the lock off          | a thread back from a sleep, claiming it (to `CONTENDED`) |
+//! | `ASKED(t)`  | held; threads may sleep, and waiter `t`, woken without the lock, asks for it | waiter `t`, in place of `LOCKED`, `CONTENDED` or an `ASKED` naming a younger waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off to `t`; an older woken waiter (to its own `ASKED`) |
+//! | `HANDED(t)` | held in trust for waiter `t`, or for any thread woken from a sleep if `t` is 0 | an unlock handing the lock off          | `t` or an older woken waiter (any woken thread, for 0), claiming it (to `CONTENDED`) |
 //!
 //! Invariants, kept by the transitions below:
 //!
@@ -24,38 +26,44 @@
 //!    then finds it held and marks it `ASKED`, or `CONTENDED` if it is timed, before it sleeps
 //!    again.)
 //! 2. **Only the holder writes a held word**, except a waiter turning `LOCKED` into
-//!    `CONTENDED`, or `LOCKED` or `CONTENDED` into `ASKED`. So an unlock finds `LOCKED` (no
-//!    wake owed: release, no syscall), `CONTENDED` (release and wake one, or hand off; a CAS,
-//!    as a waiter may turn it `ASKED` meanwhile) or `ASKED` (hand off; only the holder
-//!    changes it).
-//! 3. **A hand-off always has a claimer.** `ASKED` is written only by an untimed waiter,
-//!    which never gives up: it claims `HANDED`, unless another thread back from a futex wait
-//!    (woken, or finding the word changed) claimed it first. A fair unlock of a `CONTENDED`
-//!    word wakes one *untimed* sleeper before it writes `HANDED`, and writes it only if that
-//!    wake found one; else it releases. Either way, if the claimer looked before `HANDED` was
-//!    written and went back to sleep, the unlock's second wake, after writing `HANDED`, or the
-//!    changed word sends it (or another sleeper of its kind) back to claim it. Timed waiters
-//!    sleep with a futex bitset of their own that hand-off wakes do not match, so a deadline
-//!    never strands a hand-off. Once `HANDED` is written the unlocking thread no longer owns
-//!    the lock and touches the word only by address: another thread may own it and free it by
-//!    then.
+//!    `CONTENDED`, or `LOCKED`, `CONTENDED` or an `ASKED` into its own `ASKED`. So an unlock
+//!    finds `LOCKED` (no wake owed: release, no syscall), `CONTENDED` (release and wake one,
+//!    or hand off; a CAS, as a waiter may ask meanwhile) or `ASKED` (hand off, keeping the
+//!    ticket, which a waiter may change meanwhile but never the state).
+//! 3. **A hand-off always has a claimer.** `ASKED(t)` is written only by waiter `t`, untimed
+//!    and woken from a sleep, which never gives up: it claims `HANDED(t)` unless an older woken
+//!    waiter claims it first (that one takes the lock, and `t` asks again). Until then `t`
+//!    spins, or sleeps with the `ASKING_WAITER` bitset, as every untimed waiter woken from an
+//!    earlier sleep does, and every hand-off from `ASKED` wakes every sleeper with that bitset.
+//!    A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it writes
+//!    `HANDED(0)`, and writes it only if that wake found one; the woken thread looks at the
+//!    word before it sleeps again, and an untimed waiter woken from a sleep sleeps again only
+//!    on an `ASKED` or `HANDED` word, so it claims the hand-off unless another thread woken
+//!    from a sleep did; if it asked first, the unlock hands the lock to the asker instead.
+//!    Timed waiters sleep with a futex bitset of their own that hand-off wakes do not match,
+//!    never ask, and claim only `HANDED(0)`, so a deadline never strands a hand-off. Once
+//!    `HANDED` is written the unlocking thread no longer owns the lock and touches the word
+//!    only by address: another thread may own it and free it by then.
 //!
 //! ## Transitions
 //!
 //! * **lock**: `UNLOCKED -> LOCKED` by one CAS. Else the slow path
 //!   (`RawMutex::lock_contended`): while the word is `LOCKED` (the holder is likely running,
 //!   nobody sleeps), spin ([`SpinWait`]) and take it when it turns `UNLOCKED`; then turn
-//!   `LOCKED` into `CONTENDED` and sleep on what the word holds. After every wake: take
-//!   `UNLOCKED` as `CONTENDED` or claim `HANDED`; an untimed waiter turns a held word `ASKED`
-//!   and spins for the hand-off before it sleeps again (on the `ASKING_WAITER` bitset); a
-//!   timed one spins again while `LOCKED`, or sleeps again.
-//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED`, write `HANDED` and
-//!   wake an `ASKING_WAITER` sleeper; from `CONTENDED`, release and wake one sleeper, or, for
-//!   a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED` and wake once
-//!   more.
+//!   `LOCKED` into `CONTENDED`, take a ticket and sleep on what the word holds. After every
+//!   return from a sleep: take `UNLOCKED` as `CONTENDED`. A thread woken from a sleep also
+//!   claims a hand-off that names nobody; if untimed, also one that names it or a younger
+//!   waiter, and it asks for a held word (its `ASKED` in place of `LOCKED`, `CONTENDED` or a
+//!   younger waiter's `ASKED`), then spins for the hand-off, or for an older waiter's claim,
+//!   before it sleeps again (with the `ASKING_WAITER` bitset). A timed one spins again while
+//!   `LOCKED`, or sleeps again.
+//! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED(t)`, write `HANDED(t)`
+//!   and wake the `ASKING_WAITER` sleepers; from `CONTENDED`, release and wake one sleeper,
+//!   or, for a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED(0)`
+//!   (or `HANDED(t)` if waiter `t` asked meanwhile, waking as above).
 //!
-//! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], when a waiter
-//! asks for a hand-off in `src/fairness.rs`. Under a model checker the same code runs on the
+//! Policy lives apart from this mechanism: how long to spin in [`crate::spin`], who asks and
+//! whom a hand-off names in `src/fairness.rs`. Under a model checker the same code runs on the
 //! emulated futex.
 
 use core::fmt;
@@ -63,6 +71,7 @@ use std::time::{Duration, Instant};
 
 use crate::atomic::Ordering;
 use crate::deadlock::{LockId, Mode, Target, Wait};
+use crate::fairness;
 use crate::futex::{Deadline, Error, Futex};
 use crate::profile::LockKind;
 use crate::spin::SpinWait;
@@ -72,13 +81,24 @@ const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
 const HANDED: u32 = 3;
 const ASKED: u32 = 4;
+/// The bits of the word that hold its state; the rest hold a ticket, in `ASKED` and `HANDED`.
+const STATE: u32 = 0b111;
+/// Where a word's ticket starts.
+const TICKET_SHIFT: u32 = 3;
+const _: () = assert!(TICKET_SHIFT + fairness::TICKET_BITS == 32 && STATE >> TICKET_SHIFT == 0);
+
+/// `state` naming the waiter with `ticket` (0: none).
+const fn naming(state: u32, ticket: u32) -> u32 {
+    state | ticket << TICKET_SHIFT
+}
 
 /// The futex bitset untimed waiters sleep with: the only ones a fair unlock's hand-off wakes.
 const UNTIMED_WAITER: u32 = 0b001;
 /// The futex bitset timed waiters sleep with.
 const TIMED_WAITER: u32 = 0b010;
-/// In the bitset of an untimed waiter that asked for the lock, beside `UNTIMED_WAITER`: the
-/// only ones a hand-off from `ASKED` wakes.
+/// In the bitset of an untimed waiter woken from an earlier sleep, beside `UNTIMED_WAITER`: the
+/// ones a hand-off from `ASKED` wakes, all of them (the waiter named, and any that may ask
+/// next).
 const ASKING_WAITER: u32 = 0b100;
 /// Wakes any waiter.
 const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
@@ -202,14 +222,15 @@ impl RawMutex {
     }
 
     /// Releases the lock as [`unlock`](RawMutex::unlock) does, except that when a thread sleeps
-    /// in an untimed lock, the lock is handed over: only a thread back from a futex wait in a
-    /// lock can take it (the one this unlock wakes, one woken before it, or one whose wait found
-    /// the word changed), never one that has not waited yet.
-    /// lock_api's `unlock_fair`. It is not a queue: the kernel wakes sleepers in arrival
-    /// order, but a woken thread that finds the lock claimed by another sleeps again behind
-    /// the rest. A hand-off costs the lock a wake-up's latency, during which nobody uses it;
-    /// [`unlock`](RawMutex::unlock) hands off only to a waiter that was woken without getting
-    /// the lock and asked for it, which is usually still spinning for it.
+    /// in an untimed lock, the lock is handed over: only a thread woken from a futex wait in a
+    /// lock can take it (the one this unlock wakes, or one woken before it; or the waiter that
+    /// asked for it, if one did), never one that has not been woken.
+    /// lock_api's `unlock_fair`. It is not a strict queue: the kernel wakes sleepers in arrival
+    /// order, and a woken thread that finds the lock claimed by another asks for it next, but
+    /// `src/fairness.rs` bounds the order only within a few places. A hand-off costs the lock
+    /// a wake-up's latency, during which nobody uses it; [`unlock`](RawMutex::unlock) hands off
+    /// only to a waiter that was woken without getting the lock and asked for it, which is
+    /// usually still spinning for it.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never woken for a
     /// hand-off, as one may give up at its deadline with the lock in trust for it (one that is
@@ -261,45 +282,54 @@ impl RawMutex {
     }
 
     /// Spin while the holder is likely running and nobody sleeps, then sleep until woken, and
-    /// again, until the lock is taken or `deadline` passes; an untimed waiter back from a
+    /// again, until the lock is taken or `deadline` passes; an untimed waiter woken from a
     /// sleep asks for the lock and spins for it. Returns whether this thread holds the lock.
     #[inline(always)]
     fn wait_for_lock(&self, deadline: Option<Deadline>) -> bool {
         // Until this thread sleeps, it takes a free lock as LOCKED; after, as CONTENDED, since
         // others may sleep still and this thread's unlock must wake the next (invariant 1).
         let mut slept = false;
-        // Whether this thread asks for the lock: once back from a futex wait, if untimed
-        // (`src/fairness.rs`); a timed waiter never asks, as it may give up with the lock
-        // handed to it (invariant 3).
-        let mut asking = false;
+        // Whether a futex wake ended one of this thread's sleeps: then it claims a hand-off
+        // that names nobody and, if untimed, asks and claims one that names it or a younger
+        // waiter (`src/fairness.rs`). A timed waiter never asks, as it may give up with the
+        // lock handed to it (invariant 3).
+        let mut woken = false;
+        let asks = deadline.is_none();
+        // Taken before the first sleep; 0 names nobody.
+        let mut ticket = 0;
         let mut spin = SpinWait::new();
         loop {
-            let taken_as = if slept { CONTENDED } else { LOCKED };
-            let sleep_on = match self.word.load(Ordering::Relaxed) {
+            let word = self.word.load(Ordering::Relaxed);
+            let named = word >> TICKET_SHIFT;
+            let sleep_on = match word & STATE {
                 UNLOCKED => {
-                    if self.take(UNLOCKED, taken_as) {
+                    if self.take(word, if slept { CONTENDED } else { LOCKED }) {
                         return true;
                     }
                     continue;
                 }
-                HANDED if slept => {
-                    if self.take(HANDED, CONTENDED) {
+                HANDED
+                    if woken
+                        && (named == 0
+                            || named == ticket
+                            || (asks && fairness::older(ticket, named))) =>
+                {
+                    if self.take(word, CONTENDED) {
                         return true;
                     }
                     continue;
                 }
-                held @ (LOCKED | CONTENDED) if asking => {
-                    // Asking acquires nothing: Relaxed. The hand-off's swap and the claim's
-                    // CAS order the holder's writes before the claimer's reads.
-                    let _ = self.word.compare_exchange(
-                        held,
-                        ASKED,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
+                LOCKED | CONTENDED if woken && asks => {
+                    self.ask(word, ticket);
                     continue;
                 }
-                ASKED if asking && spin.spin() => continue,
+                ASKED if woken && asks && fairness::older(ticket, named) => {
+                    self.ask(word, ticket);
+                    continue;
+                }
+                // Named by the word, spinning for the hand-off; or behind an older waiter,
+                // spinning for its claim, to ask next.
+                _ if woken && asks && spin.spin() => continue,
                 LOCKED if spin.spin() => continue,
                 LOCKED => {
                     if !self.take(LOCKED, CONTENDED) {
@@ -307,25 +337,43 @@ impl RawMutex {
                     }
                     CONTENDED
                 }
-                // CONTENDED, ASKED, or HANDED to a thread that slept (this one has not).
-                state => state,
+                // CONTENDED, ASKED, or HANDED to another thread.
+                _ => word,
             };
             if deadline.is_some_and(|d| d.has_passed()) {
                 return false;
             }
+            if ticket == 0 {
+                ticket = fairness::ticket();
+            }
             let bitset = match deadline {
                 Some(_) => TIMED_WAITER,
-                None if asking => UNTIMED_WAITER | ASKING_WAITER,
+                None if woken => UNTIMED_WAITER | ASKING_WAITER,
                 None => UNTIMED_WAITER,
             };
-            if self.word.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
-                return false;
+            match self.word.wait_bitset(sleep_on, bitset, deadline) {
+                Err(Error::TimedOut) => return false,
+                Ok(()) => woken = true,
+                // The word changed before the sleep (or a signal came): not a wake.
+                Err(_) => {}
             }
-            // Woken, or the word changed before the sleep: look again, spinning afresh.
+            // Look again, spinning afresh.
             slept = true;
-            asking = deadline.is_none();
             spin = SpinWait::new();
         }
+    }
+
+    /// Asks for the lock: one CAS of the held `word` to `ASKED` naming `ticket`. Asking acquires
+    /// nothing, so Relaxed: the hand-off's write and the claim's CAS order the holder's writes
+    /// before the claimer's reads. A failure needs no retry here: the caller looks again.
+    #[inline]
+    fn ask(&self, word: u32, ticket: u32) {
+        let _ = self.word.compare_exchange(
+            word,
+            naming(ASKED, ticket),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 
     /// One CAS of the word from `from` to `to`, with acquire ordering on success.
@@ -337,40 +385,48 @@ impl RawMutex {
     }
 
     /// The slow path of an unlock: the word is `CONTENDED` or `ASKED`, and this thread
-    /// holds the lock (invariant 2). Hands the lock off if a waiter asks for it (`ASKED`),
-    /// or if `fair` and an untimed sleeper is woken; else releases it and wakes a sleeper.
+    /// holds the lock (invariant 2). Hands the lock off to the waiter that asks for it
+    /// (`ASKED`), or, if `fair` and an untimed sleeper is woken, to any thread woken from a
+    /// sleep; else releases it and wakes a sleeper.
     #[cold]
     fn unlock_contended(&self, fair: bool) {
         let addr = self.word.as_ptr();
-        // The sleepers that may claim a hand-off: the waiters that asked, or the untimed ones.
         // Until the release or the hand-off, the lock is held, so the word is alive and the
-        // fair unlock's first wake goes through `&self`.
-        let claimer = if self.word.load(Ordering::Relaxed) == ASKED {
-            ASKING_WAITER
-        } else if fair && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1) {
-            UNTIMED_WAITER
-        } else {
-            match self.word.compare_exchange(
-                CONTENDED,
-                UNLOCKED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+        // fair unlock's wake goes through `&self`.
+        if self.word.load(Ordering::Relaxed) & STATE != ASKED
+            && !(fair && self.word.wake_bitset(1, UNTIMED_WAITER) == Ok(1))
+        {
+            // A failure means a waiter asked meanwhile (the only change a waiter makes to
+            // CONTENDED): hand off below.
+            if self
+                .word
+                .compare_exchange(CONTENDED, UNLOCKED, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
                 // From here another thread may own the lock and free it: wake by address
                 // only, the sleeper that takes the lock next.
-                Ok(_) => {
-                    let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
-                    return;
-                }
-                // A waiter asked meanwhile (the only change a waiter makes to CONTENDED).
-                Err(_) => ASKING_WAITER,
+                let _ = Futex::wake_bitset_at(addr, 1, ANY_WAITER);
+                return;
             }
-        };
-        // A swap, not a store: a waiter may be turning CONTENDED into ASKED meanwhile, and
-        // the hand-off must come after that in the word's order.
-        self.word.swap(HANDED, Ordering::Release);
-        // Wake by address only (as above): the claimer, if it sleeps still or went back to
-        // sleep too early (invariant 3).
-        let _ = Futex::wake_bitset_at(addr, 1, claimer);
+        }
+        // Hand off: to the waiter an ASKED word names, keeping its ticket (an older waiter may
+        // replace it meanwhile, never the state); from CONTENDED, after a fair unlock's wake,
+        // to nobody in particular.
+        let handed_from = self
+            .word
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+                Some(if word & STATE == ASKED {
+                    word - (ASKED - HANDED)
+                } else {
+                    HANDED
+                })
+            })
+            .unwrap_or_else(|word| word);
+        // Wake by address only (as above): the waiter named, if it sleeps, and any that an
+        // older one replaced (invariant 3). A fair unlock's woken thread needs no second wake:
+        // it looks at the word before it sleeps again.
+        if handed_from & STATE == ASKED {
+            let _ = Futex::wake_bitset_at(addr, i32::MAX as u32, ASKING_WAITER);
+        }
     }
 }

@@ -23,6 +23,13 @@ use super::{check, Errno, FutexWaitv, RobustListHead};
 /// False: spins run their full budgets (`model.rs` shrinks them to one look).
 pub(crate) const MODEL_CHECKED: bool = false;
 
+/// The next number of a process-wide count, one per call (wrapping): the order in which
+/// calls were made. The Mutex's fairness rule numbers its waiters with it (`src/fairness.rs`).
+pub(crate) fn next_ticket() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// This thread's kernel thread id (see [`crate::futex::current_tid`]), from a per-thread
 /// cache. A `fork` child's one thread has a new id but inherits its parent thread's cache, so
 /// the cache holds the fork count it was filled under, and a `pthread_atfork` child handler,

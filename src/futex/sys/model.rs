@@ -97,6 +97,16 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
+/// The next number of a count made afresh per execution, one per call (as `linux.rs`'s, and
+/// the same in every execution of a model with the same schedule; see [`current_tid`]).
+pub(crate) fn next_ticket() -> u32 {
+    lazy_static! {
+        static ref NEXT: checker::sync::atomic::AtomicU32 =
+            checker::sync::atomic::AtomicU32::new(0);
+    }
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// No model thread has a robust list head of the C library's: the robust list code registers
 /// its own, which [`set_robust_list`] accepts. No model thread dies at an arbitrary
 /// instruction, so the kernel's walk of the list is not modelled.
