@@ -16,44 +16,45 @@
 //! its ticket into the word (`src/raw/mutex.rs`), or puts its ticket in place of a younger
 //! asker's. The next unlock hands the lock over (`HANDED` and the same ticket) and wakes every
 //! sleeper that may ask: the waiter named claims it, unless an older woken waiter gets there
-//! first and claims it instead (the one named then asks again). So a woken waiter that finds
-//! an older one asking or handed the lock does not go back behind the kernel's queue: it
-//! spins for the hand-off or the claim, sleeps only with the askers' futex bitset, and looks
-//! again after every hand-off. The asker spins for the hand-off before it sleeps again, so a
-//! hand-off usually costs no wake-up's latency. Threads that have not been woken never ask, so
-//! running threads still take a free lock in passing, which is what makes a contended lock
-//! fast; while a waiter asks, or a hand-off waits for its claim, the lock is not free, so they
-//! cannot take it.
+//! first and claims it instead (the one named then asks again). A younger woken waiter spins
+//! for the older one's claim, to ask next, and then sleeps on the askers' futex bitset, which
+//! the next hand-off wakes in full (if that claim came first, it waits in the kernel's queue
+//! like any sleeper, and its age counts again once it looks). The asker spins for the hand-off
+//! before it sleeps again, so a hand-off usually costs no wake-up's latency. Threads that have
+//! not been woken never ask, so running threads still take a free lock in passing, which is
+//! what makes a contended lock fast; while a waiter asks, or a hand-off waits for its claim,
+//! the lock is not free, so they cannot take it.
 //!
 //! **The bound.** Take the oldest untimed waiter W, with q sleepers ahead of it in the
 //! kernel's queue and p woken waiters not yet served when it went to sleep.
 //!
-//! 1. Once woken, W holds the lock as soon as the critical section under way at its first
-//!    successful look ends. Whatever it finds, it takes the lock (free, or handed to anyone:
-//!    nobody is older), or asks, or puts its ticket in place of the asker's; nobody can
-//!    replace it; so the next unlock hands the lock to W, and only W claims it. A look fails
-//!    only when the word changed under it, which, before W asks, only a thread taking and
-//!    releasing a free lock does.
-//! 2. W is woken after at most q wakes from the queue: the kernel wakes sleepers of one
+//! 1. W is woken after at most q wakes from the queue: the kernel wakes sleepers of one
 //!    priority in arrival order, a contended release wakes one, and a fair unlock one untimed
-//!    sleeper. Between two such wakes the lock goes by hand-off only to woken waiters, each
-//!    once (one that locks again later has a younger ticket and sleeps behind W), and the p
-//!    left when W slept and the q woken since are all there are. Threads that have not been
-//!    woken take the lock only while it is free with sleepers waiting, which lasts from a wake
-//!    from the queue until the woken thread's first successful look.
+//!    sleeper. Until then the lock goes by hand-off only to woken waiters, each once (one that
+//!    locks again later has a younger ticket and sleeps behind W): the p, and those the q
+//!    wakes woke. Otherwise it goes to a thread that takes it while it is free, which, with
+//!    sleepers waiting, it is only from a wake from the queue until the woken thread's first
+//!    successful look.
+//! 2. Once woken, W's first successful look takes the lock or makes W the asker, whom nobody
+//!    can replace (nobody is older): the next unlock hands the lock to W, and only W claims it.
+//!    Until that look (W's wake-up latency, and looks that fail because the word changed
+//!    under them), other threads may take the lock while it is free, and sleepers their
+//!    releases wake may take it after them.
 //!
-//! So W holds the lock after at most p + q + 1 other waiters that slept, each once, plus what
-//! threads that have not been woken take in q + 1 wake-ups' latencies. Every waiter that comes
-//! later is younger, so any waiter gets the lock within that bound once for each waiter older
-//! than it. Not covered: timed waiters (they never ask, as one may give up with the lock
-//! handed to it), threads of real-time priority (the kernel wakes those first), a wake that
-//! ends a sleep by chance (an unlock's wake by address can reach a sleeper on memory reused
-//! for another lock; such a thread counts as one more woken waiter), and tickets 2^28 or more
-//! apart (they wrap, and the order of two such waiters is then wrong). None of these can lose
-//! a wake-up. The rule follows the Linux kernel mutex's hand-off (its first waiter, woken and
-//! failing to take the lock, sets `MUTEX_FLAG_HANDOFF`, and the unlock gives the lock to that
-//! waiter), with the kernel's own list replaced by the futex's queue and ticket order among the
-//! woken. It reads no clock, so the model checkers run it as it ships.
+//! So W holds the lock after at most p + q waiters woken before it, each once, plus whatever
+//! other threads take in q + 1 wake-ups' latencies (W's own the last), plus the critical
+//! section under way at W's first successful look. Every waiter that comes later is younger,
+//! so any waiter gets the lock within that bound once for each waiter older than it. Not
+//! covered: timed waiters (they never ask, as one may give up with the lock handed to it),
+//! threads of real-time priority (the kernel wakes those first), a wake that ends a sleep by
+//! chance (an unlock's wake by address can reach a sleeper on memory reused for another lock;
+//! such a thread counts as one more woken waiter), and tickets 2^28 or more apart (they wrap:
+//! the order of two such waiters is then wrong, and three can take one another's place as the
+//! asker in turn until the holder's unlock). None of these can lose a wake-up. The rule
+//! follows the Linux kernel mutex's hand-off (its first waiter, woken and failing to take the
+//! lock, sets `MUTEX_FLAG_HANDOFF`, and the unlock gives the lock to that waiter), with the
+//! kernel's own list replaced by the futex's queue and ticket order among the woken. It reads
+//! no clock, so the model checkers run it as it ships.
 //!
 //! ## The RwLock's write unlock: a count ([`hand_off_now`])
 //!

@@ -11,8 +11,8 @@
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
 //! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
 //! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
-//! | `ASKED(t)`  | held; threads may sleep, and waiter `t`, woken without the lock, asks for it | waiter `t`, in place of `LOCKED`, `CONTENDED` or an `ASKED` naming a younger waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off to `t`; an older woken waiter (to its own `ASKED`) |
-//! | `HANDED(t)` | held in trust for waiter `t`, or for any thread woken from a sleep if `t` is 0 | an unlock handing the lock off          | `t` or an older woken waiter (any woken thread, for 0), claiming it (to `CONTENDED`) |
+//! | `ASKED(t)`  | held; threads may sleep, and waiter `t`, woken without the lock, asks for it | waiter `t`, in place of `LOCKED`, `CONTENDED` or an `ASKED` naming a younger waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off to `t`; an older untimed woken waiter (to its own `ASKED`) |
+//! | `HANDED(t)` | held in trust for waiter `t`, or for any thread woken from a sleep if `t` is 0 | an unlock handing the lock off          | `t` or an older untimed woken waiter (any woken thread, for 0), claiming it (to `CONTENDED`) |
 //!
 //! Invariants, kept by the transitions below:
 //!
@@ -31,10 +31,11 @@
 //!    or hand off; a CAS, as a waiter may ask meanwhile) or `ASKED` (hand off, keeping the
 //!    ticket, which a waiter may change meanwhile but never the state).
 //! 3. **A hand-off always has a claimer.** `ASKED(t)` is written only by waiter `t`, untimed
-//!    and woken from a sleep, which never gives up: it claims `HANDED(t)` unless an older woken
-//!    waiter claims it first (that one takes the lock, and `t` asks again). Until then `t`
-//!    spins, or sleeps with the `ASKING_WAITER` bitset, as every untimed waiter woken from an
-//!    earlier sleep does, and every hand-off from `ASKED` wakes every sleeper with that bitset.
+//!    and woken from a sleep, which never gives up: it claims `HANDED(t)` unless an older
+//!    untimed woken waiter claims it first (that one takes the lock, and `t` asks again).
+//!    Until then `t` spins, or sleeps with the `ASKING_WAITER` bitset, as every untimed waiter
+//!    woken from an earlier sleep does, and every hand-off from `ASKED` wakes every sleeper
+//!    with that bitset.
 //!    A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it writes
 //!    `HANDED(0)`, and writes it only if that wake found one; the woken thread looks at the
 //!    word before it sleeps again, and an untimed waiter woken from a sleep sleeps again only
@@ -354,7 +355,7 @@ impl RawMutex {
             match self.word.wait_bitset(sleep_on, bitset, deadline) {
                 Err(Error::TimedOut) => return false,
                 Ok(()) => woken = true,
-                // The word changed before the sleep (or a signal came): not a wake.
+                // The word changed before the sleep: not a wake.
                 Err(_) => {}
             }
             // Look again, spinning afresh.
