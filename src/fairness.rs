@@ -14,13 +14,12 @@
 //! sleep first. An untimed waiter woken from a sleep by a futex wake (a wait that found the
 //! word changed does not count) that finds the lock taken asks for it: it writes `ASKED` and
 //! its ticket into the word (`src/raw/mutex.rs`), or puts its ticket in place of a younger
-//! asker's. The next unlock hands the lock over (`HANDED` and the same ticket) and wakes every
-//! sleeper that may ask: the waiter named claims it, unless an older woken waiter gets there
-//! first and claims it instead (the one named then asks again). A younger woken waiter spins
-//! for the older one's claim, to ask next, and then sleeps on the askers' futex bitset, which
-//! the next hand-off wakes in full (if that claim came first, it waits in the kernel's queue
-//! like any sleeper, and its age counts again once it looks). The asker spins for the hand-off
-//! before it sleeps again, so a hand-off usually costs no wake-up's latency. Threads that have
+//! asker's. The next unlock hands the lock over (`HANDED` and the same ticket) and wakes the
+//! waiter named, in case it sleeps: it claims the lock, unless an older woken waiter gets
+//! there first and claims it instead (the one named then asks again). A younger woken waiter
+//! that finds an older one asking, or the lock handed to an older one, sleeps again in the
+//! kernel's queue like any sleeper; its age counts again once it is woken. The asker spins for
+//! the hand-off before it sleeps again, so a hand-off usually costs no wake-up's latency. Threads that have
 //! not been woken never ask, so running threads still take a free lock in passing, which is
 //! what makes a contended lock fast; while a waiter asks, or a hand-off waits for its claim,
 //! the lock is not free, so they cannot take it.

@@ -33,14 +33,15 @@
 //! 3. **A hand-off always has a claimer.** `ASKED(t)` is written only by waiter `t`, untimed
 //!    and woken from a sleep, which never gives up: it claims `HANDED(t)` unless an older
 //!    untimed woken waiter claims it first (that one takes the lock, and `t` asks again).
-//!    Until then `t` spins, or sleeps with the `ASKING_WAITER` bitset, as every untimed waiter
-//!    woken from an earlier sleep does, and every hand-off from `ASKED` wakes every sleeper
-//!    with that bitset.
+//!    Until then `t` spins, or sleeps on its own `ASKED(t)` with the `ASKING_WAITER` bitset,
+//!    and every hand-off from `ASKED` wakes every sleeper with that bitset (a waiter whose
+//!    `ASKED` an older one replaced may sleep with it still).
 //!    A fair unlock of a `CONTENDED` word wakes one *untimed* sleeper before it writes
 //!    `HANDED(0)`, and writes it only if that wake found one; the woken thread looks at the
 //!    word before it sleeps again, and an untimed waiter woken from a sleep sleeps again only
 //!    on an `ASKED` or `HANDED` word, so it claims the hand-off unless another thread woken
-//!    from a sleep did; if it asked first, the unlock hands the lock to the asker instead.
+//!    from a sleep did; if it or another asked first, the unlock hands the lock to the asker
+//!    named instead.
 //!    Timed waiters sleep with a futex bitset of their own that hand-off wakes do not match,
 //!    never ask, and claim only `HANDED(0)`, so a deadline never strands a hand-off. Once
 //!    `HANDED` is written the unlocking thread no longer owns the lock and touches the word
@@ -55,9 +56,9 @@
 //!   return from a sleep: take `UNLOCKED` as `CONTENDED`. A thread woken from a sleep also
 //!   claims a hand-off that names nobody; if untimed, also one that names it or a younger
 //!   waiter, and it asks for a held word (its `ASKED` in place of `LOCKED`, `CONTENDED` or a
-//!   younger waiter's `ASKED`), then spins for the hand-off, or for an older waiter's claim,
-//!   before it sleeps again (with the `ASKING_WAITER` bitset). A timed one spins again while
-//!   `LOCKED`, or sleeps again.
+//!   younger waiter's `ASKED`), then spins for the hand-off before it sleeps again (with the
+//!   `ASKING_WAITER` bitset); behind an older waiter's `ASKED` or hand-off it sleeps again at
+//!   once. A timed one spins again while `LOCKED`, or sleeps again.
 //! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED(t)`, write `HANDED(t)`
 //!   and wake the `ASKING_WAITER` sleepers; from `CONTENDED`, release and wake one sleeper,
 //!   or, for a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED(0)`
@@ -97,9 +98,9 @@ const fn naming(state: u32, ticket: u32) -> u32 {
 const UNTIMED_WAITER: u32 = 0b001;
 /// The futex bitset timed waiters sleep with.
 const TIMED_WAITER: u32 = 0b010;
-/// In the bitset of an untimed waiter woken from an earlier sleep, beside `UNTIMED_WAITER`: the
-/// ones a hand-off from `ASKED` wakes, all of them (the waiter named, and any that may ask
-/// next).
+/// In the bitset of an untimed waiter asleep on an `ASKED` word that named it, beside
+/// `UNTIMED_WAITER`: the ones a hand-off from `ASKED` wakes, all of them (the waiter named, and
+/// any it named before an older waiter took its place).
 const ASKING_WAITER: u32 = 0b100;
 /// Wakes any waiter.
 const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
@@ -328,9 +329,8 @@ impl RawMutex {
                     self.ask(word, ticket);
                     continue;
                 }
-                // Named by the word, spinning for the hand-off; or behind an older waiter,
-                // spinning for its claim, to ask next.
-                _ if woken && asks && spin.spin() => continue,
+                // Named by the word: spin for the hand-off.
+                ASKED if named == ticket && spin.spin() => continue,
                 LOCKED if spin.spin() => continue,
                 LOCKED => {
                     if !self.take(LOCKED, CONTENDED) {
@@ -349,7 +349,7 @@ impl RawMutex {
             }
             let bitset = match deadline {
                 Some(_) => TIMED_WAITER,
-                None if woken => UNTIMED_WAITER | ASKING_WAITER,
+                None if sleep_on == naming(ASKED, ticket) => UNTIMED_WAITER | ASKING_WAITER,
                 None => UNTIMED_WAITER,
             };
             match self.word.wait_bitset(sleep_on, bitset, deadline) {
