@@ -228,8 +228,8 @@ impl RawMutex {
     /// lock can take it (the one this unlock wakes, or one woken before it; or the waiter that
     /// asked for it, if one did), never one that has not been woken.
     /// lock_api's `unlock_fair`. It is not a strict queue: the kernel wakes sleepers in arrival
-    /// order, and a woken thread that finds the lock claimed by another asks for it next, but
-    /// `src/fairness.rs` bounds the order only within a few places. A hand-off costs the lock
+    /// order, and a woken thread that finds the lock claimed by another asks for it next
+    /// (`src/fairness.rs` bounds how often a waiter is passed over). A hand-off costs the lock
     /// a wake-up's latency, during which nobody uses it; [`unlock`](RawMutex::unlock) hands off
     /// only to a waiter that was woken without getting the lock and asked for it, which is
     /// usually still spinning for it.
@@ -338,7 +338,7 @@ impl RawMutex {
                     }
                     CONTENDED
                 }
-                // CONTENDED, ASKED, or HANDED to another thread.
+                // CONTENDED, ASKED, or HANDED that this thread may not claim.
                 _ => word,
             };
             if deadline.is_some_and(|d| d.has_passed()) {
