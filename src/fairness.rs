@@ -19,10 +19,10 @@
 //! there first and claims it instead (the one named then asks again). A younger woken waiter
 //! that finds an older one asking, or the lock handed to an older one, sleeps again in the
 //! kernel's queue like any sleeper; its age counts again once it is woken. The asker spins for
-//! the hand-off before it sleeps again, so a hand-off usually costs no wake-up's latency. Threads that have
-//! not been woken never ask, so running threads still take a free lock in passing, which is
-//! what makes a contended lock fast; while a waiter asks, or a hand-off waits for its claim,
-//! the lock is not free, so they cannot take it.
+//! the hand-off before it sleeps again, so a hand-off usually costs no wake-up's latency.
+//! Threads that have not been woken never ask, so running threads still take a free lock in
+//! passing, which is what makes a contended lock fast; while a waiter asks, or a hand-off waits
+//! for its claim, the lock is not free, so they cannot take it.
 //!
 //! **The bound.** Take the oldest untimed waiter W, with q sleepers ahead of it in the
 //! kernel's queue and p woken waiters not yet served when it went to sleep.
