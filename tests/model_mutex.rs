@@ -105,9 +105,9 @@ fn three_threads_with_fair_unlocks() {
 
 /// Two waiters woken at once: a release wakes one sleeper, a thread that has not slept takes
 /// the lock before that one runs, a newcomer marks it and sleeps, and the next release wakes a
-/// second sleeper. The two ask in either order: the older takes the younger's place, or the
-/// younger finds the older asking and sleeps again, or finds the lock handed to the older and
-/// waits for the claim. Every increment gets through and the lock ends free.
+/// second sleeper. The two ask in either order: the older takes the younger's place or claims
+/// the lock handed to the younger, or the younger finds the older asking, or the lock handed
+/// to it, and sleeps again. Every increment gets through and the lock ends free.
 #[test]
 fn two_waiters_woken_at_once() {
     check(3, || {
