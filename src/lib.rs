@@ -7,8 +7,9 @@
 //!   `FUTEX_SWAP` where present, an adaptive-spin emulation everywhere else, and [`swap::Parker`],
 //!   a hand-off that makes no syscall while both sides are running.
 //! * [`Mutex`]: a drop-in for `std::sync::Mutex` (same API, std's own result types, poisoning,
-//!   std's size): one CAS to lock and one to unlock, a short bounded spin, one wake per
-//!   contended unlock, and a hand-off to a waiter woken without the lock, which asks for it.
+//!   std's size): one CAS to lock and one to unlock, a short bounded spin, a wake of one
+//!   sleeper per contended unlock, or a hand-off to a waiter woken without the lock, which
+//!   asks for it.
 //! * [`Condvar`]: a drop-in for `std::sync::Condvar` (any mutex, in turn; pairs may move
 //!   between waits) whose notifies make no syscall when nobody waits.
 //! * [`flipcall`]: synchronous request/response over shared memory, in one process or across

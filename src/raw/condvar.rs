@@ -38,7 +38,8 @@
 //!   Condvar that reuses the freed memory) leaves its count behind for good: every later notify
 //!   then makes a syscall that may find nobody, which costs time, never a wakeup.
 //! * `notify_all` wakes every sleeper at once, so that they run as soon as CPUs can take them;
-//!   they then meet on the mutex, whose spin and one-wake-per-unlock keep that orderly.
+//!   they then meet on the mutex, whose spin and one wake per contended unlock keep that
+//!   orderly.
 //!
 //! * **spin**: between the unlock and the add to `sleepers`, a wait may spin on `seq`, as the
 //!   spin policy decides (`crate::spin::spin_for_notify`). A change seen there ends the wait as

@@ -106,8 +106,8 @@ const ASKING_WAITER: u32 = 0b100;
 const ANY_WAITER: u32 = UNTIMED_WAITER | TIMED_WAITER;
 
 /// The lock without the data: one 32-bit futex word (its state table is at the top of
-/// `src/raw/mutex.rs`). [`Mutex`](crate::sync::Mutex) is this plus a poison flag and the data; with the
-/// `lock_api` feature it implements `lock_api::RawMutex` and `lock_api::RawMutexTimed`.
+/// `src/raw/mutex.rs`). [`Mutex`](crate::sync::Mutex) is this plus a poison flag and the data;
+/// with the `lock_api` feature it implements `lock_api::RawMutex` and `lock_api::RawMutexTimed`.
 ///
 /// ```
 /// use futexkit::raw::RawMutex;
@@ -228,16 +228,18 @@ impl RawMutex {
     /// lock can take it (the one this unlock wakes, or one woken before it; or the waiter that
     /// asked for it, if one did), never one that has not been woken.
     /// lock_api's `unlock_fair`. It is not a strict queue: the kernel wakes sleepers in arrival
-    /// order, and a woken thread that finds the lock claimed by another asks for it next
-    /// (`src/fairness.rs` bounds how often a waiter is passed over). A hand-off costs the lock
+    /// order, and an untimed woken thread that finds the lock claimed by another asks for it,
+    /// the one that slept first winning (`src/fairness.rs` bounds how often a waiter is passed
+    /// over). A hand-off costs the lock
     /// a wake-up's latency, during which nobody uses it; [`unlock`](RawMutex::unlock) hands off
     /// only to a waiter that was woken without getting the lock and asked for it, which is
     /// usually still spinning for it.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never woken for a
-    /// hand-off, as one may give up at its deadline with the lock in trust for it (one that is
-    /// running may still claim a handed lock): after a fair unlock with only those asleep, the
-    /// lock is released and one of them is woken, as by `unlock`.
+    /// hand-off, as one may give up at its deadline with the lock in trust for it (one woken
+    /// earlier in its lock call may still claim a hand-off that names nobody): after a fair
+    /// unlock with only those asleep, the lock is released and one of them is woken, as by
+    /// `unlock`.
     ///
     /// # Safety
     ///

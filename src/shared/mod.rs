@@ -5,19 +5,19 @@
 //!
 //! ## Robust
 //!
-//! A process killed (SIGKILL, at any instruction) or a thread that exits while it holds a lock
-//! does not leave the lock held for ever: the kernel marks it (each lock word is on the holding
-//! thread's robust list, `docs/design.md`, "Robust locks"), and the next thread to lock it, in
-//! any process, gets [`LockError::OwnerDied`] with the guard. It repairs the data and calls
-//! `mark_consistent`; if it drops the guard without doing so, the lock becomes not recoverable
-//! for everyone ([`LockError::NotRecoverable`]): pthread's `EOWNERDEAD` and `ENOTRECOVERABLE`.
-//! A waiter killed while it sleeps strands nobody (one killed just after a release woke it,
-//! while a thread that took the lock in passing holds it, delays the other sleepers by at most
-//! 100 ms; glibc's robust mutex strands them), nor does a notifier killed mid-notify. A
-//! barrier's parties are known, so one's death breaks the barrier ([`BarrierError::Broken`]) for
-//! the others instead of leaving them waiting. A semaphore's permit held by a thread that dies
-//! comes back, and its next holder is told. A latch or an event knows nobody: a process that
-//! dies before its count-down or its set leaves the waiters waiting, which a deadline bounds.
+//! A process killed (SIGKILL, at any instruction) or a thread that exits while it holds a lock does
+//! not leave the lock held for ever: the kernel marks it (each lock word is on the holding thread's
+//! robust list, `docs/design.md`, "Robust, process-shared locks"), and the next thread to lock it,
+//! in any process, gets [`LockError::OwnerDied`] with the guard. It repairs the data and calls
+//! `mark_consistent`; if it drops the guard without doing so, the lock becomes not recoverable for
+//! everyone ([`LockError::NotRecoverable`]): pthread's `EOWNERDEAD` and `ENOTRECOVERABLE`. A waiter
+//! killed while it sleeps strands nobody (one killed just after a release woke it, while a thread
+//! that took the lock in passing holds it, delays the other sleepers by at most 100 ms; glibc's
+//! robust mutex strands them), nor does a notifier killed mid-notify. A barrier's parties are
+//! known, so one's death breaks the barrier ([`BarrierError::Broken`]) for the others instead of
+//! leaving them waiting. A semaphore's permit held by a thread that dies comes back, and its next
+//! holder is told. A latch or an event knows nobody: a process that dies before its count-down or
+//! its set leaves the waiters waiting, which a deadline bounds.
 //!
 //! ## Plain data
 //!

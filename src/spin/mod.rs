@@ -25,14 +25,14 @@
 //!
 //! ## The lock waiter's rule
 //!
-//! A lock asks [`SpinWait::spin`] only while nobody sleeps on it (a waiter that spins past
-//! sleepers takes the lock from them with a CPU they may need), with a fresh `SpinWait` after
-//! each wake. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks
-//! from `FIRST_RUN` hints up (each look pulls the lock's cache line from the thread about to
-//! release it, and a holder that retakes the lock at once should find it still local), then
-//! the lock sleeps. Nothing is learned per lock (a lock is one word), and a waiter behind a
-//! blocked holder wastes at most the budget. The spin reads one value measured once
-//! (`Machine`).
+//! A lock asks [`SpinWait::spin`] only while nobody sleeps on it (a waiter that spins past sleepers
+//! takes the lock from them with a CPU they may need), with a fresh `SpinWait` after each wake; a
+//! Mutex waiter that asked for the lock also spins for its hand-off, which no other thread may
+//! take. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks from
+//! `FIRST_RUN` hints up (each look pulls the lock's cache line from the thread about to release it,
+//! and a holder that retakes the lock at once should find it still local), then the lock sleeps.
+//! Nothing is learned per lock (a lock is one word), and a waiter behind a blocked holder wastes at
+//! most the budget. The spin reads one value measured once (`Machine`).
 //!
 //! ## State
 //!

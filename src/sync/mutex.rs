@@ -172,7 +172,8 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// # Panics
     ///
-    /// Locking a mutex this thread already holds deadlocks (as std may); it does not panic.
+    /// Locking a mutex this thread already holds deadlocks (as std may); with the `deadlock`
+    /// feature it panics instead ([`crate::deadlock`]).
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
