@@ -223,17 +223,16 @@ impl RawMutex {
         }
     }
 
-    /// Releases the lock as [`unlock`](RawMutex::unlock) does, except that when a thread sleeps
-    /// in an untimed lock, the lock is handed over: only a thread woken from a futex wait in a
-    /// lock can take it (the one this unlock wakes, or one woken before it; or the waiter that
-    /// asked for it, if one did), never one that has not been woken.
-    /// lock_api's `unlock_fair`. It is not a strict queue: the kernel wakes sleepers in arrival
-    /// order, and an untimed woken thread that finds the lock claimed by another asks for it,
-    /// the one that slept first winning (`src/fairness.rs` bounds how often a waiter is passed
-    /// over). A hand-off costs the lock
-    /// a wake-up's latency, during which nobody uses it; [`unlock`](RawMutex::unlock) hands off
-    /// only to a waiter that was woken without getting the lock and asked for it, which is
-    /// usually still spinning for it.
+    /// Releases the lock as [`unlock`](RawMutex::unlock) does, except that when a thread sleeps in
+    /// an untimed lock, the lock is handed over: only a thread woken from a futex wait in a lock
+    /// can take it (the one this unlock wakes, or one woken before it; or the waiter that asked for
+    /// it, if one did), never one that has not been woken. lock_api's `unlock_fair`. It is not a
+    /// strict queue: the kernel wakes sleepers in arrival order, and an untimed woken thread that
+    /// finds the lock claimed by another asks for it, the one that slept first winning
+    /// (`src/fairness.rs` bounds how often a waiter is passed over). A hand-off costs the lock a
+    /// wake-up's latency, during which nobody uses it; [`unlock`](RawMutex::unlock) hands off only
+    /// to a waiter that was woken without getting the lock and asked for it, which is usually still
+    /// spinning for it.
     ///
     /// Threads in a timed lock (`try_lock_for`, `try_lock_until`) are never woken for a
     /// hand-off, as one may give up at its deadline with the lock in trust for it (one woken
