@@ -5,7 +5,10 @@
 //! together, so the paired ratio is the steadier one).
 //!
 //! `cargo run --release --example kvcompare -- [--clients 4,16,64] [--seconds 1.5]
-//! [--rounds 3] [--workers 4] [--backends futexkit,std,parking_lot]`
+//! [--rounds 3] [--workers 4] [--backends futexkit,std,parking_lot] [--oversubscribed]`
+//!
+//! `--oversubscribed` runs a busy thread on every CPU (in this process, beside the load
+//! generator) throughout, as on a server whose CPUs are all taken.
 //!
 //! `--backends` also takes `futexkit+std_rwlock` and `std+futexkit_rwlock` (one library's
 //! Mutex and Condvar, the other's RwLock), to find which lock a difference comes from; the
@@ -19,6 +22,7 @@
 
 use futexkit_support::kv::load;
 use futexkit_support::kv::server;
+use futexkit_support::pingpong::BackgroundLoad;
 use futexkit_support::report::turns;
 
 use std::io::{BufRead, BufReader, Write};
@@ -56,12 +60,20 @@ fn main() {
             .collect()
     });
 
+    let oversubscribed = args.iter().any(|a| a == "--oversubscribed");
+
     println!("{}", futexkit::capabilities());
     println!(
         "kvserver, {workers} workers, {} shards; load: 80% GET / 18% SET / 2% DEL, 256 keys per \
-         connection, 32-byte values; {seconds} s per run, {rounds} rounds interleaved",
-        server::SHARDS
+         connection, 32-byte values; {seconds} s per run, {rounds} rounds interleaved{}",
+        server::SHARDS,
+        if oversubscribed {
+            "; a busy thread on every CPU"
+        } else {
+            ""
+        }
     );
+    let _load = oversubscribed.then(BackgroundLoad::start);
     // results[client index][backend index]
     let mut results: Vec<Vec<Runs>> = clients
         .iter()
