@@ -15,15 +15,7 @@ out=$(mkdir -p "${1:-devbench/candidates}" && cd "${1:-devbench/candidates}" && 
 repo=$PWD
 base=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- src support examples || base="$base (with uncommitted changes, left out)"
-trees=$(mktemp -d)
-cleanup() {
-    for tree in "$trees"/*; do
-        [ -d "$tree" ] && git -C "$repo" worktree remove --force "$tree" 2>/dev/null
-    done
-    rm -rf "$trees"
-    git -C "$repo" worktree prune
-}
-trap cleanup EXIT
+source "$repo/scripts/scratch-worktrees.sh"
 
 failed=0
 for patch in scripts/candidates/*.patch; do
