@@ -1,13 +1,14 @@
 //! Condvar workloads, futexkit vs std vs parking_lot, interleaved in one run: Mutex + Condvar
 //! ping-pong, `notify_all` to N sleeping waiters, and a bounded queue (with the context
-//! switches each item cost).
-//! `cargo run --release --example condvar [-- --quick]`.
+//! switches each item cost). With `--oversubscribed`, all of it beside a busy thread on every
+//! CPU. `cargo run --release --example condvar [-- --quick] [--oversubscribed]`.
 
 use std::time::Duration;
 
 use futexkit_support::condvar::{
     bounded_queue, broadcast, ping_pong, voluntary_switches, Futexkit, ParkingLot, Std,
 };
+use futexkit_support::pingpong::BackgroundLoad;
 use futexkit_support::report::{interleaved, on, ratio_to_best, time_ratio_to_best};
 
 fn us(d: Duration) -> String {
@@ -16,9 +17,14 @@ fn us(d: Duration) -> String {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let oversubscribed = std::env::args().any(|a| a == "--oversubscribed");
     let rounds = if quick { 3 } else { 7 };
     println!("{}", futexkit::capabilities());
-    println!("median of {rounds} interleaved rounds; futexkit / best: against the better of std and parking_lot (above 1: futexkit ahead)");
+    println!(
+        "median of {rounds} interleaved rounds{}; futexkit / best: against the better of std and parking_lot (above 1: futexkit ahead)",
+        if oversubscribed { ", a busy thread on every CPU" } else { "" }
+    );
+    let _load = oversubscribed.then(BackgroundLoad::start);
 
     let trips = if quick { 2_000 } else { 20_000 };
     let pp = interleaved(rounds, Duration::cmp, |b| {

@@ -1,9 +1,11 @@
 //! hackbench-style macro benchmark: groups of 20 senders and 20 receivers exchanging messages
 //! through Mutex + Condvar queues (one bounded queue per receiver), as hackbench exercises the
 //! scheduler with pipes. Total time for 1 to 10 groups, futexkit vs std vs parking_lot,
-//! interleaved. `cargo run --release --example hackbench [-- --quick]`.
+//! interleaved; with `--oversubscribed`, beside a busy thread on every CPU.
+//! `cargo run --release --example hackbench [-- --quick] [--oversubscribed]`.
 
 use futexkit_support::condvar;
+use futexkit_support::pingpong::BackgroundLoad;
 use futexkit_support::report::{interleaved, on};
 
 use std::time::Duration;
@@ -12,12 +14,15 @@ use condvar::{hackbench, Futexkit, ParkingLot, Std};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let oversubscribed = std::env::args().any(|a| a == "--oversubscribed");
     let loops = if quick { 10 } else { 50 };
     let runs = if quick { 1 } else { 7 };
     println!("{}", futexkit::capabilities());
     println!(
-        "\nhackbench-style: each of 20 senders sends {loops} messages to each of 20 receivers per group; total time, median of {runs}"
+        "\nhackbench-style: each of 20 senders sends {loops} messages to each of 20 receivers per group; total time, median of {runs}{}",
+        if oversubscribed { "; a busy thread on every CPU" } else { "" }
     );
+    let _load = oversubscribed.then(BackgroundLoad::start);
     println!("| groups | threads | futexkit | std | parking_lot | futexkit / best |");
     println!("|---|---|---|---|---|---|");
     for groups in [1, 2, 4, 6, 8, 10] {

@@ -1,12 +1,14 @@
 //! RwLock and Barrier, futexkit vs std vs parking_lot, interleaved in one run: read-only
 //! scaling, read/write mixes, writers among readers (each side's throughput), a writer's wait
 //! under a continuous stream of readers, and barrier rounds per second.
-//! `cargo run --release --example rwlock [-- --quick] [--writers 1,4] [--readers 0,4,16]`
-//! (the last two: the rows of the writers-among-readers table).
+//! `cargo run --release --example rwlock [-- --quick] [--oversubscribed] [--writers 1,4]
+//! [--readers 0,4,16]` (the last two: the rows of the writers-among-readers table; with
+//! `--oversubscribed`, everything runs beside a busy thread on every CPU).
 
 use std::time::Duration;
 
 use futexkit_support::locks::{Futexkit, Locks, ParkingLot, Std};
+use futexkit_support::pingpong::BackgroundLoad;
 use futexkit_support::report::{interleaved, on, ratio_to_best};
 use futexkit_support::rwlock::{
     barrier_rounds, mixed, writer_wait_under_readers, writers_among_readers,
@@ -62,6 +64,7 @@ fn sides((writes, reads): (Vec<f64>, Vec<f64>)) -> Sides {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let oversubscribed = args.iter().any(|a| a == "--oversubscribed");
     let list = |name: &str, default: &[usize]| -> Vec<usize> {
         args.iter()
             .position(|a| a == name)
@@ -80,8 +83,10 @@ fn main() {
     };
     println!("{}", futexkit::capabilities());
     println!(
-        "RwLock, median of {rounds} interleaved rounds of {duration:?}; futexkit / best: futexkit against the better of std and parking_lot (above 1: ahead)"
+        "RwLock, median of {rounds} interleaved rounds of {duration:?}{}; futexkit / best: futexkit against the better of std and parking_lot (above 1: ahead)",
+        if oversubscribed { ", a busy thread on every CPU" } else { "" }
     );
+    let _load = oversubscribed.then(BackgroundLoad::start);
 
     println!("\nRead-only: million read locks per second");
     println!("| threads | futexkit | std | parking_lot | futexkit / best |");

@@ -10,8 +10,9 @@
 # --against  also build the examples of the futexkit checkout in DIR (say a previous release:
 #            `git worktree add /tmp/prev <rev>`) and add its futexkit figures beside this
 #            build's, from runs in the same session; the previous build's examples must take
-#            the same arguments (contention, condvar, hackbench, kvcompare, uncontended); with
-#            --prebuilt, DIR is another --export's folder
+#            the same arguments (contention, condvar, hackbench, kvcompare, uncontended; a
+#            build whose example lacks --oversubscribed is left out of that busy section);
+#            with --prebuilt, DIR is another --export's folder
 # --out      where to write (default docs/benchmarks.md; the file is replaced, not appended)
 # --only     a comma-separated list of the examples to run (pingpong,contention,...), and
 #            threadpool for the threadpool section; the others are left out
@@ -163,6 +164,14 @@ section "Ping-pong: one round trip between two threads" pingpong $quick
 SKIP_PREVIOUS=""
 note pingpong "Reading: each mechanism against raw futex wake + wait, as the mean over fresh pairs of threads (total time over total round trips, so a slow batch counts), with the fastest and slowest batch in brackets. A spinning hand-off (Parker, swap) makes no syscall while both threads run; under oversubscription (one busy thread per CPU in the same process, then two) it must not be slower than sleeping, nor with both threads on one CPU, where the partner cannot run while its waiter spins: compare the two one-CPU rows (a Parker waiter on the CPU its partner last handed over from sleeps at once). futexkit's Mutex+Condvar is the same code as std's and parking_lot's rows: its waits spin while their spins pay and no thread on the machine waits for a CPU (src/spin/), so with busy threads it costs what std's does."
 
+# lacks_busy EXAMPLE: prints EXAMPLE if the previous build's EXAMPLE lacks --oversubscribed (it
+# would ignore the flag and run idle), for SKIP_PREVIOUS to leave it out of a busy section.
+lacks_busy() {
+    if [ -n "$prev_ex" ] && ! grep -q -- --oversubscribed "$prev_ex/$1" 2>/dev/null; then
+        echo "$1"
+    fi
+}
+
 # count BINARY ARGS...: the instructions the run executes (callgrind).
 count() {
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
@@ -219,12 +228,15 @@ section "Mutex, contended counter, a busy thread on every CPU" contention $quick
 note contention "Reading: threads take one lock in a loop, with a short (one increment) or long (about 100 dependent steps) critical section and nothing between sections, or with 10 steps inside and 10 outside (parking_lot's own benchmark loop at work 10/10), first on an idle machine, then with a busy thread on every CPU; glibc's \`pthread_mutex_t\` never spins, the others spin briefly. Above the CPU count the machine is oversubscribed: parking_lot's waiters yield their CPU, futexkit's, std's and glibc's sleep; yielding, measured in futexkit, gained the short sections on a busy machine and lost the long ones, and gained nothing idle (docs/design.md, \"The lock waiter's rule, measured\"). The median thread's share says whether a lock's throughput comes from a few threads while the rest starve; the increments per handover, how many sections one thread runs in a row before another takes the lock, which moves the lock's cache line to another CPU (or waits for a woken sleeper): where the sections are short, throughput follows it. A futexkit waiter first looks at the lock after 8 spin hints, then after 16, 32 and 64, so that a holder that releases and retakes the lock at once finds it still its own (src/spin/mod.rs, \`FIRST_RUN\`); a later first look gains these short sections but leaves a lock that must change hands, as a queue's does, idle longer (docs/design.md, \"The lock waiter's rule, measured\")."
 
 section "Condvar" condvar $quick
+SKIP_PREVIOUS=$(lacks_busy condvar) section "Condvar, a busy thread on every CPU" condvar $quick --oversubscribed
 note condvar "Reading: a notify with nobody asleep makes no syscall in futexkit, nor does one that comes while the sleepers an earlier notify woke are still waking up (that notify took their counts back when its wake returned); notify_all wakes every waiter, as std's does, and the waiters then meet on the Mutex."
 
 section "hackbench (Mutex + two Condvars per queue)" hackbench $quick
+SKIP_PREVIOUS=$(lacks_busy hackbench) section "hackbench, a busy thread on every CPU" hackbench $quick --oversubscribed
 note hackbench "Reading: 20 senders share each receiver's queue and notify after every message, so most notifies come while the receiver is already woken and on its way to a CPU. futexkit's Condvar knows that from the moment the waking notify's syscall returns and skips the wake (\`perf stat -e syscalls:sys_enter_futex\` counts the difference); parking_lot's keeps its waiters in a queue in user space and knows it too; std's calls the kernel at every notify. With far more threads than CPUs the times move by twofold between runs: compare within a row."
 
 section "RwLock and Barrier" rwlock $quick
+SKIP_PREVIOUS=$(lacks_busy rwlock) section "RwLock and Barrier, a busy thread on every CPU" rwlock $quick --oversubscribed
 note rwlock "Reading: the writer's wait shows writer preference at work (new readers wait behind a waiting writer); readers in turn get the lock between writers (src/raw/rwlock.rs). Writers among readers, with more threads than CPUs, is decided by who gets a CPU: parking_lot's readers give theirs up (\`sched_yield\`) while a writer holds or waits, so its writers run nearly alone and its readers trail at 4 writers (slowest reader far under its side's average); futexkit's and std's waiters never yield, so both sides share the CPUs, and a writer can go a whole round without the lock (slowest writer 0.00 in some rows, std's as well as futexkit's). A futexkit writer keeps new readers out from the start of its wait, as parking_lot's does (\`WRITER_SPINNING\`); on 2 CPUs that moves throughput from reads to writes, since a reader preempted in the lock keeps the spinning writer and the readers behind it waiting (docs/design.md, "A writer among many readers, measured")."
 
 section "parking_lot's API on futexkit (futexkit::parking_lot) and on parking_lot" parking_lot_api $quick
@@ -236,12 +248,7 @@ else
     kv_args=(--rounds 3 --clients 16,64,256 --workers "$kv_workers")
 fi
 section "A key-value server on each library (kvcompare)" kvcompare "${kv_args[@]}"
-# A previous build without --oversubscribed would ignore it and run idle: it is left out there.
-kv_busy_skip=""
-if [ -n "$prev_ex" ] && ! grep -q -- --oversubscribed "$prev_ex/kvcompare" 2>/dev/null; then
-    kv_busy_skip=kvcompare
-fi
-SKIP_PREVIOUS=$kv_busy_skip section "A key-value server on each library (kvcompare), a busy thread on every CPU" \
+SKIP_PREVIOUS=$(lacks_busy kvcompare) section "A key-value server on each library (kvcompare), a busy thread on every CPU" \
     kvcompare "${kv_args[@]}" --oversubscribed
 note kvcompare "Reading: the server and the load generator share this machine's CPUs over loopback, so a primitive that spins or yields takes CPU from the threads it waits for, and in the second table every thread also competes with a busy one per CPU; p99 is the column to watch, and on a small virtual machine it moves by up to twofold between runs of one build (docs/design.md, \"The oldest woken waiter asks, measured\"): compare within a table."
 
