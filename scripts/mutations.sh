@@ -65,10 +65,12 @@ models() {
     (cd "$1" && "${loom[@]}" --test "$test" -- --test-threads=1) >>"$3" 2>&1 || return 1
 }
 
+# One commit for the whole run, so that every mutation is of the code the shipped run checked.
+base=$(git rev-parse HEAD)
 tree=$trees/shipped
-git worktree add --quiet --detach "$tree" HEAD
+git worktree add --quiet --detach "$tree" "$base"
 for lock in mutex rwlock shared; do
-    echo "== shipped $lock protocol ($(git rev-parse --short HEAD))" >&2
+    echo "== shipped $lock protocol ($(git rev-parse --short "$base"))" >&2
     if ! models "$tree" "$lock" "$trees/shipped-$lock.log"; then
         tail -20 "$trees/shipped-$lock.log" >&2
         echo "the shipped $lock protocol fails its models: fix that first" >&2
@@ -84,7 +86,7 @@ for m in "${mutations[@]}"; do
         continue
     fi
     tree=$trees/$name
-    git worktree add --quiet --detach "$tree" HEAD
+    git worktree add --quiet --detach "$tree" "$base"
     perl -0pi -e "$substitution" "$tree/src/raw/$lock.rs"
     if git -C "$tree" diff --quiet; then
         echo "$name: STALE, its substitution no longer matches src/raw/$lock.rs" >&2
