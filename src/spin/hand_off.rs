@@ -2,7 +2,9 @@
 //! and its server): spin twice the moving average of its sleeps (`learned += (sample -
 //! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; forget what it learned
 //! when its thread was preempted or a sleep was shorter than the spin before it (the spin kept
-//! the partner from running). There is no limit on spinners: futexkit gives each side of a
+//! the partner from running); and spin only while its spins have been paying, the notify
+//! waiter's credit (`credit.rs`: a partner that waits for the spinner's own CPU never answers a
+//! spin, however long its sleeps). There is no limit on spinners: futexkit gives each side of a
 //! hand-off a spinner of its own (a Parker's owner, a FlipCall endpoint, a thread for raw
 //! `swap`), so one thread spins on each; threads that share one all spin, and share what it
 //! learns (a race on the average costs a sample, nothing more). A FlipCall or
@@ -20,12 +22,14 @@
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
 //! | `Spinner::learned_ns` | per hand-off primitive (or thread, for raw `swap`) | moving average of its waits, 0 = do not spin | every sleep and every won spin of a hand-off wait |
+//! | `Spinner::credit` | beside it | whether its spins have been paying ([`Credit`]) | every spin; every wait without credit |
 //! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
 //! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
+use super::credit::Credit;
 use super::decisions::{count, Tally};
 use super::{machine, spinning_can_pay, SpinWait, MAX_PAUSES_BETWEEN_LOOKS};
 use crate::futex::sys::MODEL_CHECKED;
@@ -42,10 +46,11 @@ const INITIAL_LEARNED_NS: u32 = 5_000;
 /// spinning would pay.)
 const MIN_SPIN_NS: u32 = 200;
 
-/// Adaptive spin state for one side of a hand-off (4 bytes): it spins twice the moving average
+/// Adaptive spin state for one side of a hand-off (8 bytes): it spins twice the moving average
 /// of its waits' sleeps, at most 100 us, and forgets what it learned when its thread was
 /// preempted since its last sleep or a sleep was shorter than the spin before it (the spin kept
-/// the partner from running). Nothing spins with one usable CPU. Meant for one waiting thread
+/// the partner from running). It spins only while its spins have been paying: after a run of
+/// lost spins, once in 16 waits. Nothing spins with one usable CPU. Meant for one waiting thread
 /// at a time (each side of a hand-off its own); threads that share one all spin.
 ///
 /// ```
@@ -61,6 +66,8 @@ const MIN_SPIN_NS: u32 = 200;
 pub struct Spinner {
     /// Moving average of recent wait durations in nanoseconds (0 = spinning does not pay).
     learned_ns: AtomicU32,
+    /// Whether its spins have been paying: a [`Credit`]'s byte.
+    credit: AtomicU8,
 }
 
 impl Default for Spinner {
@@ -79,6 +86,7 @@ impl Spinner {
     const fn learning_from(learned_ns: u32) -> Spinner {
         Spinner {
             learned_ns: AtomicU32::new(learned_ns),
+            credit: AtomicU8::new(Credit::FIRST_SPINS.to_byte()),
         }
     }
 
@@ -200,17 +208,42 @@ impl Spinner {
     }
 
     /// The spin itself: `done` after each run of hints, as a [`SpinWait`] makes them, until it
-    /// holds or the budget, cut at `deadline`, runs out.
+    /// holds or the budget, cut at `deadline`, runs out; none without credit, except a probe.
     #[cold]
     fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
         if MODEL_CHECKED {
             return done();
         }
         let budget = self.budget_ns_before(deadline);
-        if budget == 0 {
+        if budget == 0 || !self.spin_pays() {
             count(Tally::HandOffSkipped);
             return false;
         }
+        let won = self.spin_for(budget, done, deadline);
+        let credit = Credit::from_byte(self.credit.load(Ordering::Relaxed));
+        self.credit
+            .store(credit.after_spin(won).to_byte(), Ordering::Relaxed);
+        won
+    }
+
+    /// Whether this wait spins: with credit, or as the probe of one wait in 16 without.
+    fn spin_pays(&self) -> bool {
+        let credit = Credit::from_byte(self.credit.load(Ordering::Relaxed));
+        if credit.has_credit() {
+            return true;
+        }
+        let (probe, credit) = credit.probe_due();
+        self.credit.store(credit.to_byte(), Ordering::Relaxed);
+        probe
+    }
+
+    /// Spins a budget of `budget_ns` for `done`, cut at `deadline`; learns from a win.
+    fn spin_for(
+        &self,
+        budget: u32,
+        done: &mut dyn FnMut() -> bool,
+        deadline: Option<Deadline>,
+    ) -> bool {
         let ns_per_hint = machine().ns_per_hint;
         let hints = (budget / ns_per_hint).max(1);
         let mut spin = SpinWait::with_hints(hints);
@@ -439,6 +472,44 @@ mod tests {
             }));
         }
         assert!(s.budget_ns() >= MIN_SPIN_NS, "budget {}", s.budget_ns());
+    }
+
+    #[test]
+    fn spins_that_keep_losing_stop_and_probe_once_in_sixteen_waits() {
+        if !spinning_can_pay() {
+            return;
+        }
+        // Losses teach the budget nothing (only sleeps do), so it stays what a new spinner
+        // starts with; its credit lets its first two waits spin.
+        let s = Spinner::new();
+        let mut spun = 0;
+        for _ in 0..2 + 16 * 4 {
+            let mut looks = 0;
+            assert!(!s.spin_until(|| {
+                looks += 1;
+                false
+            }));
+            spun += usize::from(looks > 1);
+        }
+        assert_eq!(
+            spun,
+            2 + 4,
+            "two spins on credit, then one probe in 16 waits"
+        );
+        // A probe that wins earns credit back: the wait after it spins again.
+        let wins_if_it_spins = || {
+            let mut looks = 0;
+            move || {
+                looks += 1;
+                looks > 1
+            }
+        };
+        let mut waits = 0;
+        while !s.spin_until(wins_if_it_spins()) {
+            waits += 1;
+            assert!(waits < 16, "no probe in 16 waits");
+        }
+        assert!(s.spin_until(wins_if_it_spins()));
     }
 
     #[test]

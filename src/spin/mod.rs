@@ -15,13 +15,14 @@
 //! | a lock (the Mutex, the RwLock, the shared Mutex) | [`SpinWait`]: a fixed budget, then sleep | this file |
 //! | a compare-and-swap that lost to other threads | `back_off`: `2^losses` hints, no budget | this file |
 //! | a notify (Condvar, Barrier) | `spin_for_notify`: none while threads wait for a CPU; else a lock's budget while its thread's spins pay, or a probe | `notify.rs` |
-//! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: twice the moving average of its sleeps, capped | `hand_off.rs` |
+//! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: twice the moving average of its sleeps, capped, while its spins pay | `hand_off.rs` |
 //!
-//! What the policy decided is counted in `decisions.rs` ([`decisions()`]). None of it is
-//! protocol state: a policy mistake costs time, never a wake-up. Each waiter's protocol reads
-//! its own words and asks the policy only how long to keep looking. Nothing feeds on itself:
-//! lock and notify budgets are fixed and a probe is capped; a hand-off's budget follows its
-//! waits, and a spin that delays its partner resets it.
+//! Whether a notify or hand-off waiter's spins pay is one rule for both, its credit
+//! (`credit.rs`). What the policy decided is counted in `decisions.rs` ([`decisions()`]). None of
+//! it is protocol state: a policy mistake costs time, never a wake-up. Each waiter's protocol
+//! reads its own words and asks the policy only how long to keep looking. Nothing feeds on
+//! itself: lock and notify budgets are fixed and a probe is capped; a hand-off's budget follows
+//! its waits, a spin that delays its partner resets it, and spins that lose stop it.
 //!
 //! ## The lock waiter's rule
 //!
@@ -44,6 +45,7 @@
 //! Spinning cannot pay with one usable CPU, nor under a model checker (a spin is one look
 //! there, so that models stay small): `Machine` then holds a lock budget of 0.
 
+mod credit;
 mod decisions;
 mod hand_off;
 mod notify;

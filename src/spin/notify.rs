@@ -5,9 +5,9 @@
 //!    above the CPUs online, looked at about once a millisecond per process): a spin would hold
 //!    a CPU one of them wants.
 //! 2. One budget of a lock's spin (`SPIN_WAIT_NS`) while the thread's spins have been paying
-//!    (credit: +2 a won spin, -1 a lost one), or after a notify of its own found its waiters
-//!    awake (they run, and in a hand-off one of them answers next).
-//! 3. Else a probe, once in `NOTIFY_PROBE_EVERY` waits: one budget, or, right after a notify of
+//!    (its credit, `credit.rs`), or after a notify of its own found its waiters awake (they run,
+//!    and in a hand-off one of them answers next).
+//! 3. Else a probe, once in 16 waits (`credit.rs`): one budget, or, right after a notify of
 //!    its own woke a sleeper, budget after budget up to `MAX_SPIN_NS` while every runnable
 //!    thread has a CPU and the deadline has not passed. Only such a probe outlasts a wake-up,
 //!    so only it finds that two threads taking turns would answer each other while spinning.
@@ -26,8 +26,7 @@
 //!
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
-//! | `NOTIFY_HISTORY.credit` | per thread, 0 to `MAX_NOTIFY_CREDIT` | how well its notify spins have been paying; 0 = do not spin | +2 per won spin, -1 per lost one |
-//! | `NOTIFY_HISTORY.skipped` | per thread | waits since its last notify spin, for the probe | each wait without credit while every runnable thread has a CPU |
+//! | `NOTIFY_HISTORY.credit` | per thread | how well its notify spins have been paying, and its waits without credit since its last probe ([`Credit`]) | each spin; each wait without credit while every runnable thread has a CPU |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
 //! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait for a notify that reaches the decision |
 
@@ -35,6 +34,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::credit::Credit;
 use super::decisions::{count, Tally};
 use super::{machine, spinning_can_pay, SpinWait, MAX_SPIN_NS};
 use crate::futex::sys::MODEL_CHECKED;
@@ -43,8 +43,7 @@ use crate::futex::Deadline;
 /// What a thread's recent waits for a notify taught, and what its latest notify found (the
 /// state table at the top of this file).
 struct NotifyHistory {
-    credit: core::cell::Cell<u8>,
-    skipped: core::cell::Cell<u8>,
+    credit: core::cell::Cell<Credit>,
     last_notify: core::cell::Cell<LastNotify>,
 }
 
@@ -58,15 +57,6 @@ enum LastNotify {
     /// It woke a sleeping thread, which is likely the one to answer this thread's next wait.
     WokeSleeper,
 }
-
-/// The most credit a run of winning spins builds up: that many losing spins in a row stop it.
-const MAX_NOTIFY_CREDIT: u8 = 8;
-/// A spin that won earns this much credit, one that lost costs 1: spinning goes on while at
-/// least one spin in three wins (a win saves a sleep and a wake, which cost more than the
-/// spin's budget; a loss wastes the budget).
-const NOTIFY_WIN_CREDIT: u8 = 2;
-/// A thread whose spins stopped paying still probes once in this many waits.
-const NOTIFY_PROBE_EVERY: u8 = 16;
 
 /// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
 /// most the CPUs online (the count is the whole system's, so a process confined to some CPUs
@@ -112,8 +102,7 @@ fn answer_of_look(look: u64, millisecond: u64) -> Option<bool> {
 std::thread_local! {
     static NOTIFY_HISTORY: NotifyHistory = const {
         NotifyHistory {
-            credit: core::cell::Cell::new(0),
-            skipped: core::cell::Cell::new(0),
+            credit: core::cell::Cell::new(Credit::NONE),
             last_notify: core::cell::Cell::new(LastNotify::None),
         }
     };
@@ -139,12 +128,12 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
         if !every_runnable_thread_had_a_cpu_lately() {
             return None;
         }
-        if h.credit.get() > 0 || last_notify == LastNotify::FoundAwake {
+        if h.credit.get().has_credit() || last_notify == LastNotify::FoundAwake {
             return Some(false);
         }
-        let skipped = h.skipped.get() + 1;
-        h.skipped.set(skipped % NOTIFY_PROBE_EVERY);
-        (skipped == NOTIFY_PROBE_EVERY).then_some(last_notify == LastNotify::WokeSleeper)
+        let (probe, credit) = h.credit.get().probe_due();
+        h.credit.set(credit);
+        probe.then_some(last_notify == LastNotify::WokeSleeper)
     });
     let Some(long) = spin else {
         count(Tally::NotifySkipped);
@@ -170,14 +159,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
             break won;
         }
     };
-    NOTIFY_HISTORY.with(|h| {
-        let credit = h.credit.get();
-        h.credit.set(if won {
-            (credit + NOTIFY_WIN_CREDIT).min(MAX_NOTIFY_CREDIT)
-        } else {
-            credit.saturating_sub(1)
-        });
-    });
+    NOTIFY_HISTORY.with(|h| h.credit.set(h.credit.get().after_spin(won)));
     count(if won {
         Tally::NotifyWon
     } else {
