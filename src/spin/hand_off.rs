@@ -237,7 +237,7 @@ impl Spinner {
         probe
     }
 
-    /// Spins a budget of `budget_ns` for `done`, cut at `deadline`; learns from a win.
+    /// Spins `budget` nanoseconds of hints for `done`, cut at `deadline`; learns from a win.
     fn spin_for(
         &self,
         budget: u32,
