@@ -45,7 +45,7 @@ impl Credit {
     pub(crate) const FIRST_SPINS: Credit = Credit(WIN_CREDIT);
 
     /// The credit a byte holds; any byte is a valid one.
-    pub(crate) const fn from_byte(byte: u8) -> Credit {
+    pub(crate) fn from_byte(byte: u8) -> Credit {
         Credit(byte)
     }
 
@@ -55,13 +55,13 @@ impl Credit {
     }
 
     /// Whether the waiter's spins have been paying.
-    pub(crate) const fn has_credit(self) -> bool {
+    pub(crate) fn has_credit(self) -> bool {
         self.0 & CREDIT != 0
     }
 
     /// Counts a wait without credit; returns whether it is the one in `PROBE_EVERY` that spins
     /// all the same, and the credit to keep.
-    pub(crate) const fn probe_due(self) -> (bool, Credit) {
+    pub(crate) fn probe_due(self) -> (bool, Credit) {
         let skipped = ((self.0 >> SKIPPED_SHIFT) + 1) % PROBE_EVERY;
         (
             skipped == 0,
@@ -70,15 +70,10 @@ impl Credit {
     }
 
     /// The credit after a spin that `won` or lost.
-    pub(crate) const fn after_spin(self, won: bool) -> Credit {
+    pub(crate) fn after_spin(self, won: bool) -> Credit {
         let credit = self.0 & CREDIT;
         let credit = if won {
-            let earned = credit + WIN_CREDIT;
-            if earned < MAX_CREDIT {
-                earned
-            } else {
-                MAX_CREDIT
-            }
+            (credit + WIN_CREDIT).min(MAX_CREDIT)
         } else {
             credit.saturating_sub(1)
         };
