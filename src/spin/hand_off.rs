@@ -1,16 +1,14 @@
 //! The hand-off waiter's rule ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker), FlipCall
 //! and its server): spin twice the moving average of its sleeps (`learned += (sample -
-//! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up; forget what it learned
-//! when its thread was preempted or a sleep was shorter than the spin before it (the spin kept
-//! the partner from running); and spin only while its spins have been paying, the notify
-//! waiter's credit (`credit.rs`: a partner that waits for the spinner's own CPU never answers a
-//! spin, however long its sleeps). There is no limit on spinners: futexkit gives each side of a
-//! hand-off a spinner of its own (a Parker's owner, a FlipCall endpoint, a thread for raw
-//! `swap`), so one thread spins on each; threads that share one all spin, and share what it
-//! learns (a race on the average costs a sample, nothing more). A FlipCall or
-//! Parker waiter on the CPU its partner last handed over from does not spin
-//! (`partner_may_be_running`). A hand-off waiter reads a clock and its thread's preemption
-//! count only around a sleep.
+//! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up, and only while its spins
+//! have been paying, the notify waiter's credit (`credit.rs`): a partner that waits for the
+//! spinner's own CPU, or for one busy threads hold, answers no spin, however long its sleeps.
+//! There is no limit on spinners: futexkit gives each side of a hand-off a spinner of its own (a
+//! Parker's owner, a FlipCall endpoint, a thread for raw `swap`), so one thread spins on each;
+//! threads that share one all spin, and share what it learns (a race on the average costs a
+//! sample, nothing more). A FlipCall or Parker waiter on the CPU its partner last handed over
+//! from does not spin (`partner_may_be_running`). A hand-off waiter reads a clock only around a
+//! sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -23,8 +21,7 @@
 //! |-------|------|---------|------------|
 //! | `Spinner::learned_ns` | per hand-off primitive (or thread, for raw `swap`) | moving average of its waits, 0 = do not spin | every sleep and every won spin of a hand-off wait |
 //! | `Spinner::credit` | beside it | whether its spins have been paying ([`Credit`]) | every spin; every wait without credit |
-//! | `SWITCHES_AT_LAST_SLEEP` | per thread | its involuntary context switches at its last hand-off sleep | each hand-off sleep |
-//! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
+//! //! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
 
 use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -47,10 +44,8 @@ const INITIAL_LEARNED_NS: u32 = 5_000;
 const MIN_SPIN_NS: u32 = 200;
 
 /// Adaptive spin state for one side of a hand-off (8 bytes): it spins twice the moving average
-/// of its waits' sleeps, at most 100 us, and forgets what it learned when its thread was
-/// preempted since its last sleep or a sleep was shorter than the spin before it (the spin kept
-/// the partner from running). It spins only while its spins have been paying: after a run of
-/// lost spins, once in 16 waits. Nothing spins with one usable CPU. Meant for one waiting thread
+/// of its waits' sleeps, at most 100 us, and only while its spins have been paying: after a run
+/// of lost spins, once in 16 waits. Nothing spins with one usable CPU. Meant for one waiting thread
 /// at a time (each side of a hand-off its own); threads that share one all spin.
 ///
 /// ```
@@ -154,22 +149,12 @@ impl Spinner {
         result
     }
 
-    /// Tells the spinner how long (`slept`) a wait slept after it spun out its budget. It
-    /// forgets what it learned when spinning takes a CPU another thread wants: this thread was
-    /// preempted since its last sleep, or the sleep was shorter than the spin before it (the spin
-    /// most likely kept the partner from running). Else a sleep within the cap teaches it to spin
-    /// longer, one beyond the cap to spin less.
+    /// Tells the spinner how long (`slept`) a wait slept after it spun out its budget: a sleep
+    /// within the cap teaches it to spin longer, one beyond the cap to spin less. (A spin that
+    /// kept the partner from running lost, which its credit counts.)
     pub(crate) fn record_sleep(&self, slept: Duration) {
-        self.learn_from_sleep(slept, preempted_since_last_sleep());
-    }
-
-    /// [`record_sleep`](Spinner::record_sleep)'s rule, `preempted` saying whether the thread
-    /// was preempted since its last sleep.
-    fn learn_from_sleep(&self, slept: Duration, preempted: bool) {
         let ns = slept.as_nanos();
-        if preempted || ns < u128::from(self.budget_ns()) {
-            self.learned_ns.store(0, Ordering::Relaxed);
-        } else if ns <= u128::from(MAX_SPIN_NS) {
+        if ns <= u128::from(MAX_SPIN_NS) {
             self.learn(ns as u32);
         } else {
             self.learn(0);
@@ -288,20 +273,6 @@ std::thread_local! {
 /// Runs `f` with this thread's own [`Spinner`].
 pub(crate) fn with_thread_spinner<R>(f: impl FnOnce(&Spinner) -> R) -> R {
     THREAD_SPINNER.with(f)
-}
-
-std::thread_local! {
-    /// This thread's count of involuntary context switches at its last sleep.
-    static SWITCHES_AT_LAST_SLEEP: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
-}
-
-/// Whether this thread was preempted (switched out involuntarily) since it last asked: then
-/// another runnable thread wanted its CPU, and spinning on it takes CPU time from someone. A
-/// thread of a pair on an otherwise idle machine is not preempted; on a machine whose CPUs are
-/// all wanted, a spinner is, soon. Asked after a sleep, which has already cost a system call.
-fn preempted_since_last_sleep() -> bool {
-    let now = crate::futex::sys::thread::involuntary_switches();
-    SWITCHES_AT_LAST_SLEEP.with(|last| last.replace(now) < now)
 }
 
 /// What [`record_hand_over_cpu`] returns, and a CPU word holds, where no CPU is known.
@@ -435,25 +406,22 @@ mod tests {
         assert!(s.budget_ns() <= MAX_SPIN_NS);
         // Sleeps beyond the cap teach it not to spin.
         for _ in 0..100 {
-            s.learn_from_sleep(Duration::from_secs(1), false);
+            s.record_sleep(Duration::from_secs(1));
         }
         assert_eq!(s.budget_ns(), 0);
         if !spinning_can_pay() {
             return;
         }
-        // Sleeps within the cap, and longer than the spin before them, teach it to spin.
-        s.learn_from_sleep(Duration::from_micros(60), false);
-        s.learn_from_sleep(Duration::from_micros(60), false);
+        // Sleeps within the cap teach it to spin about twice as long, never beyond the cap.
+        for _ in 0..100 {
+            s.record_sleep(Duration::from_micros(20));
+        }
         let budget = s.budget_ns();
-        assert!(budget > 0 && budget <= MAX_SPIN_NS);
-        // A sleep shorter than the spin before it: the spin kept the partner from running.
-        s.learn_from_sleep(Duration::from_nanos(u64::from(budget) / 2), false);
-        assert_eq!(s.budget_ns(), 0, "forgotten");
-        // Preemption since the last sleep: other threads want the CPU.
-        s.learn_from_sleep(Duration::from_micros(60), false);
-        assert!(s.budget_ns() > 0);
-        s.learn_from_sleep(Duration::from_micros(60), true);
-        assert_eq!(s.budget_ns(), 0, "forgotten after a preemption");
+        assert!((30_000..=40_000).contains(&budget), "budget {budget}");
+        for _ in 0..100 {
+            s.record_sleep(Duration::from_micros(90));
+        }
+        assert_eq!(s.budget_ns(), MAX_SPIN_NS);
     }
 
     #[test]

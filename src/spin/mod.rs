@@ -22,7 +22,7 @@
 //! it is protocol state: a policy mistake costs time, never a wake-up. Each waiter's protocol
 //! reads its own words and asks the policy only how long to keep looking. Nothing feeds on
 //! itself: lock and notify budgets are fixed and a probe is capped; a hand-off's budget follows
-//! its waits, a spin that delays its partner resets it, and spins that lose stop it.
+//! its waits, and spins that lose stop it.
 //!
 //! ## The lock waiter's rule
 //!

@@ -54,19 +54,6 @@ pub(crate) fn online_cpus() -> Option<usize> {
     usize::try_from(n).ok().filter(|&n| n > 0)
 }
 
-/// How many times the calling thread has been switched out involuntarily (preempted) since it
-/// started: `getrusage(RUSAGE_THREAD)`'s `ru_nivcsw`; 0 if the call fails.
-pub(crate) fn involuntary_switches() -> u64 {
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
-    // SAFETY: getrusage writes one rusage into `usage`, which we own; RUSAGE_THREAD is a valid
-    // `who` on Linux since 2.6.26.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
-        return 0;
-    }
-    usage.ru_nivcsw as u64
-}
-
 /// How many threads the whole system has runnable (running or waiting for a CPU) right now,
 /// the caller included: the numerator of `/proc/loadavg`'s fourth field. `None` where procfs
 /// cannot be read (a sandbox without `/proc`). Three system calls (open, read, close): no
