@@ -19,8 +19,8 @@
 //! waiting for jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's
 //! waiter spins only where all parties can run at once. A wait that reaches the decision reads
 //! the clock, once more when it spins and after each budget of a long probe, and
-//! `/proc/loadavg` at most once a millisecond per process (a long probe also between its
-//! budgets; open, read, close).
+//! `/proc/loadavg` at most once a millisecond per process (open, read, close: about as long
+//! as a budget, so a long probe asks the shared answer between its budgets too).
 //!
 //! ## State
 //!
@@ -58,19 +58,12 @@ enum LastNotify {
     WokeSleeper,
 }
 
-/// Whether no thread on the system waits for a CPU: runnable threads, this one included, at
-/// most the CPUs online (the count is the whole system's, so a process confined to some CPUs
-/// learns whether the machine has one to spare). False where the count cannot be read. Three
-/// system calls: asked by a long probe between its budgets, else through
-/// `every_runnable_thread_had_a_cpu_lately`.
-fn every_runnable_thread_has_a_cpu() -> bool {
-    crate::futex::sys::thread::runnable_threads()
-        .is_some_and(|n| n as usize <= machine().online_cpus)
-}
-
-/// `every_runnable_thread_has_a_cpu` as seen at most a millisecond ago: `LATEST_RUNNABLE_LOOK`
-/// holds the latest look's millisecond (from 1 at `FIRST_RUNNABLE_LOOK`) and its answer
-/// (`runnable_look`), shared by every thread that asks within it (two that race may both look).
+/// Whether no thread on the system waits for a CPU, as seen at most a millisecond ago: runnable
+/// threads, this one included, at most the CPUs online (the count is the whole system's, so a
+/// process confined to some CPUs learns whether the machine has one to spare); false where the
+/// count cannot be read. `LATEST_RUNNABLE_LOOK` holds the latest look's millisecond (from 1 at
+/// `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`), shared by every thread that asks
+/// within it (two that race may both look). A look is three system calls.
 fn every_runnable_thread_had_a_cpu_lately() -> bool {
     static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
     static FIRST_RUNNABLE_LOOK: OnceLock<Instant> = OnceLock::new();
@@ -83,7 +76,8 @@ fn every_runnable_thread_had_a_cpu_lately() -> bool {
     {
         return answer;
     }
-    let answer = every_runnable_thread_has_a_cpu();
+    let answer = crate::futex::sys::thread::runnable_threads()
+        .is_some_and(|n| n as usize <= machine().online_cpus);
     LATEST_RUNNABLE_LOOK.store(runnable_look(millisecond, answer), Ordering::Relaxed);
     answer
 }
@@ -154,7 +148,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
             || !long
             || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
             || deadline.is_some_and(|d| d.has_passed())
-            || !every_runnable_thread_has_a_cpu()
+            || !every_runnable_thread_had_a_cpu_lately()
         {
             break won;
         }
