@@ -21,7 +21,7 @@
 //! |-------|------|---------|------------|
 //! | `Spinner::learned_ns` | per hand-off primitive (or thread, for raw `swap`) | moving average of its waits, 0 = do not spin | every sleep and every won spin of a hand-off wait |
 //! | `Spinner::credit` | beside it | whether its spins have been paying ([`Credit`]) | every spin; every wait without credit |
-//! //! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
+//! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
 
 use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -403,25 +403,38 @@ mod tests {
     #[test]
     fn sleeps_teach_the_budget() {
         let s = Spinner::new();
+        let learned = || s.learned_ns.load(Ordering::Relaxed);
         assert!(s.budget_ns() <= MAX_SPIN_NS);
-        // Sleeps beyond the cap teach it not to spin.
+        // Sleeps beyond the cap teach it not to spin: an eighth of the way to 0 each.
+        s.record_sleep(Duration::from_secs(1));
+        assert_eq!(learned(), INITIAL_LEARNED_NS - INITIAL_LEARNED_NS / 8);
         for _ in 0..100 {
             s.record_sleep(Duration::from_secs(1));
         }
+        assert!(learned() < 8, "learned {}", learned());
         assert_eq!(s.budget_ns(), 0);
-        if !spinning_can_pay() {
-            return;
-        }
-        // Sleeps within the cap teach it to spin about twice as long, never beyond the cap.
+        // A sleep within the cap: an eighth of the way to it.
+        let before = learned();
+        s.record_sleep(Duration::from_micros(20));
+        assert_eq!(learned(), before + (20_000 - before) / 8);
         for _ in 0..100 {
             s.record_sleep(Duration::from_micros(20));
         }
-        let budget = s.budget_ns();
-        assert!((30_000..=40_000).contains(&budget), "budget {budget}");
-        for _ in 0..100 {
-            s.record_sleep(Duration::from_micros(90));
+        assert!(
+            (19_990..=20_000).contains(&learned()),
+            "learned {}",
+            learned()
+        );
+        if spinning_can_pay() {
+            // Twice the average, never beyond the cap.
+            assert_eq!(s.budget_ns(), 2 * learned());
+            for _ in 0..100 {
+                s.record_sleep(Duration::from_micros(90));
+            }
+            assert_eq!(s.budget_ns(), MAX_SPIN_NS);
+        } else {
+            assert_eq!(s.budget_ns(), 0);
         }
-        assert_eq!(s.budget_ns(), MAX_SPIN_NS);
     }
 
     #[test]

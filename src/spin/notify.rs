@@ -18,9 +18,10 @@
 //! what a wait took. Credit is per thread (a thread's waits tend to be of one kind: a worker
 //! waiting for jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's
 //! waiter spins only where all parties can run at once. A wait that reaches the decision reads
-//! the clock, once more when it spins and after each budget of a long probe, and
-//! `/proc/loadavg` at most once a millisecond per process (open, read, close: about as long
-//! as a budget, so a long probe asks the shared answer between its budgets too).
+//! the clock to ask the shared look at the runnable threads, once more when it spins, and twice
+//! after each budget of a long probe (its length, and the shared look again); it reads
+//! `/proc/loadavg` at most once a millisecond per process (open, read, close: about as long as
+//! a budget, so a long probe asks the shared answer between its budgets too).
 //!
 //! ## State
 //!

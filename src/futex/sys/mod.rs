@@ -4,7 +4,7 @@
 //! |--------------|-----------------------------------------------------------------------|
 //! | `linux.rs`   | the futex calls (`futex(2)`, futex2, `futex_waitv`), the robust list calls, and the atomics and thread operations the primitives use |
 //! | `model.rs`   | the same items with the same signatures, under a model checker: the futex calls emulated on the checker's atomics |
-//! | `thread.rs`  | the calling thread and the system: its kernel id, the CPU it runs on, usable CPUs, preemptions, runnable threads, clocks, kernel release, rseq |
+//! | `thread.rs`  | the calling thread and the system: its kernel id, the CPU it runs on, usable CPUs, runnable threads, clocks, kernel release, rseq |
 //! | `memory.rs`  | shared memory: memfds, seals, shared mappings, inheritable descriptors |
 //! | `process.rs` | processes: this one's id and pid namespace, watching a peer's exit, the child of a `fork` |
 //!

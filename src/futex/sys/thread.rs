@@ -1,5 +1,5 @@
 //! System calls about the calling thread and the system it runs on: its kernel id, the CPUs it
-//! may use, how often it was preempted, how many threads are runnable, the clocks, the kernel
+//! may use, how many threads are runnable, the clocks, the kernel
 //! release, the rseq slice extension. None of them reads or writes memory the caller passes, so
 //! all are safe.
 
