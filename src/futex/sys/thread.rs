@@ -1,7 +1,6 @@
 //! System calls about the calling thread and the system it runs on: its kernel id, the CPUs it
-//! may use, how many threads are runnable, the clocks, the kernel
-//! release, the rseq slice extension. None of them reads or writes memory the caller passes, so
-//! all are safe.
+//! may use, how many threads are runnable, the clocks, the kernel release, the rseq slice
+//! extension. None of them reads or writes memory the caller passes, so all are safe.
 
 use super::{check, Errno};
 
