@@ -37,6 +37,8 @@
 //! example measures it ("futex wake+wait, one CPU", `docs/benchmarks.md`) so the trade-off is
 //! visible on each machine.
 
+use std::time::Instant;
+
 use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::{Capability, Deadline, Error, Futex, Private, Scope, Shared};
 use crate::spin::{Spinner, NO_CPU};
@@ -144,7 +146,7 @@ pub fn swap_in<S: Scope>(
             if wait_on.load(Ordering::Acquire) != expected {
                 return Err(Error::ValueChanged);
             }
-            // A raw word has nowhere to keep a spinner: use the thread's.
+            // A raw word has nowhere to keep a spinner: learn per thread.
             crate::spin::with_thread_spinner(|spinner| spinner.wait_on(wait_on, expected, deadline))
         }
     }
@@ -177,7 +179,7 @@ const PARKED: u32 = 2;
 ///
 /// The owning thread calls [`park`](Parker::park) (or [`swap_to`](Parker::swap_to)); any thread
 /// calls [`unpark`](Parker::unpark). Tokens do not accumulate: several unparks before a park
-/// release one park. Each parker keeps its own spin credit. See the
+/// release one park. Each parker learns its own spin budget. See the
 /// [module documentation](self) for the state encoding.
 ///
 /// ```
@@ -311,8 +313,9 @@ impl<S: Scope> Parker<S> {
                 .compare_exchange(EMPTY, PARKED, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         {
+            let start = Instant::now();
             let first = kernel_swap(&self.state, PARKED, &partner.state, deadline);
-            return self.sleep_parked(Some(first), deadline);
+            return self.sleep_parked(start, Some(first), deadline, true);
         }
         partner.wake_owner();
         self.park_on(deadline, my_cpu)
@@ -328,28 +331,36 @@ impl<S: Scope> Parker<S> {
     /// sleep.
     #[cold]
     fn park_slow(&self, deadline: Option<Deadline>, my_cpu: u32) -> Result<(), Error> {
-        let partner = crate::spin::where_is_partner(&self.token_from_cpu, my_cpu);
-        if self.spinner.spin_for_partner(partner, deadline, || {
-            self.state.load(Ordering::Relaxed) == NOTIFIED
-        }) {
+        let spun = crate::spin::partner_may_be_running(&self.token_from_cpu, my_cpu);
+        if spun
+            && self
+                .spinner
+                .spin_until_before(deadline, || self.state.load(Ordering::Relaxed) == NOTIFIED)
+        {
             return self.consume();
         }
+        let start = Instant::now();
         match self
             .state
             .compare_exchange(EMPTY, PARKED, Ordering::Acquire, Ordering::Acquire)
         {
-            Ok(_) => self.sleep_parked(None, deadline),
+            Ok(_) => self.sleep_parked(start, None, deadline, spun),
             Err(NOTIFIED) => self.consume(),
             Err(_) => Err(Error::InvalidArgument),
         }
     }
 
     /// The owner has set PARKED: sleep until a token arrives or the deadline passes. `first` is
-    /// the outcome of a sleep already made (the kernel swap).
+    /// the outcome of a sleep already made (the kernel swap). The sleep teaches the spinner
+    /// (`teach`) unless the spin before it was skipped because the token's giver was on this
+    /// CPU: such a sleep is as long as the giver's wait for this CPU, not how long a spin would
+    /// have had to last.
     fn sleep_parked(
         &self,
+        start: Instant,
         mut first: Option<Result<(), Error>>,
         deadline: Option<Deadline>,
+        teach: bool,
     ) -> Result<(), Error> {
         loop {
             let slept = match first.take() {
@@ -357,7 +368,12 @@ impl<S: Scope> Parker<S> {
                 None => self.state.wait(PARKED, deadline),
             };
             match self.state.load(Ordering::Acquire) {
-                NOTIFIED => return self.consume(),
+                NOTIFIED => {
+                    if teach {
+                        self.spinner.record_sleep(start.elapsed());
+                    }
+                    return self.consume();
+                }
                 PARKED => {}
                 _ => return Err(Error::InvalidArgument),
             }
@@ -368,7 +384,12 @@ impl<S: Scope> Parker<S> {
                     Ordering::Acquire,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => Err(Error::TimedOut),
+                    Ok(_) => {
+                        if teach {
+                            self.spinner.record_timeout(start.elapsed());
+                        }
+                        Err(Error::TimedOut)
+                    }
                     Err(NOTIFIED) => self.consume(),
                     Err(_) => Err(Error::InvalidArgument),
                 };

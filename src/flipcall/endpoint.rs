@@ -16,7 +16,7 @@
 //! * Handing over: the holder stores the message length in `len` (relaxed), then one
 //!   compare-exchange with Release moves the turn to the peer and clears `SLEEPING`; if it was
 //!   set, the holder wakes the peer: with kernel `FUTEX_SWAP` (where probed) the wake and its own
-//!   sleep are one call, otherwise a wake, a spin ([`crate::spin`]) and a sleep, which is
+//!   sleep are one call, otherwise a wake, a learned spin ([`crate::spin`]) and a sleep, which is
 //!   the emulated swap. While both sides run, a round trip makes no futex call (each side asks
 //!   for its CPU once, `sched_getcpu`, which glibc answers from rseq or the vDSO where the
 //!   kernel has them).
@@ -66,7 +66,7 @@
 
 use core::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::error::{Error, Violation};
 use super::window::{Region, CLIENT_ROLE, SERVER_ROLE};
@@ -688,15 +688,23 @@ impl<S: Scope> Endpoint<S> {
             return Err(Error::PeerDied);
         }
         let peer_cpu = self.region.header().cpu_of(self.role.peer());
-        let peer = crate::spin::where_is_partner(peer_cpu, self.hand_over_cpu);
-        self.spinner
-            .spin_for_partner(peer, deadline, || !self.peer_holds_turn());
-        let mut slept = false;
+        let spun = crate::spin::partner_may_be_running(peer_cpu, self.hand_over_cpu);
+        if spun {
+            self.spinner
+                .spin_until_before(deadline, || !self.peer_holds_turn());
+        }
+        let mut slept_since: Option<Instant> = None;
         let mut first_look = true;
         let mut lost_races = 0u32;
         loop {
             let seen = match self.look()? {
-                Look::Taken(len) => return Ok(len),
+                Look::Taken(len) => {
+                    // A sleep teaches the spinner only what a spin before it could have caught.
+                    if let Some(start) = slept_since.filter(|_| spun) {
+                        self.spinner.record_sleep(start.elapsed());
+                    }
+                    return Ok(len);
+                }
                 Look::Pending(seen) => seen,
             };
             // A peer that keeps rewriting the word must not keep us here past the deadline.
@@ -714,8 +722,8 @@ impl<S: Scope> Endpoint<S> {
                 }
                 continue;
             };
-            if !slept {
-                slept = true;
+            if slept_since.is_none() {
+                slept_since = Some(Instant::now());
                 // Open the peer's pidfd before the first sleep, not at the first check, to
                 // narrow the window in which its pid could be reused.
                 if self.crosses_processes() {

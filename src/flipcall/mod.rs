@@ -5,7 +5,7 @@
 //! data area) and two [`Endpoint`]s, a client and a server. The side holding the turn owns the
 //! data area; [`Endpoint::send_recv`] hands the first `len` bytes over with the turn and sleeps
 //! until the turn comes back with the reply. Hand-offs go through [`crate::swap`]'s idea: kernel
-//! `FUTEX_SWAP` where probed, otherwise wake, spin, sleep; and no futex call at all
+//! `FUTEX_SWAP` where probed, otherwise wake, learned spin, sleep; and no futex call at all
 //! while both sides are running. A waiter whose peer last handed the turn over from the
 //! waiter's own CPU does not spin: the peer waits for that CPU. Unlike gVisor's flipcall, waits
 //! can time out, either side or any thread can shut the channel down ([`ShutdownHandle`]), and

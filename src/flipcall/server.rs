@@ -34,7 +34,7 @@
 //! The server waits through the endpoint's wait steps (see the `endpoint` module), on many
 //! words instead of one. Each scan `look`s at every waiting channel: a call is taken, an ending
 //! closes the channel, and a word that still holds the client's turn is kept as `state_seen`.
-//! With nothing to do, the server spins a while (polling `peer_holds_turn`), then
+//! With nothing to do, the server spins a learned while (polling `peer_holds_turn`), then
 //! `mark_sleeping`s every waiting channel's word (the mark its client's hand-over looks for
 //! before it wakes the peer) and sleeps in one `futex_waitv` on all of those words and on
 //! `control`: a call, a shutdown or an attach wakes it, and a word that changed since the scan
@@ -663,12 +663,18 @@ impl<S: Scope> Server<S> {
     /// Sleeps until something may have happened (the caller looks).
     fn sleep(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
         let wake_by = self.wake_by(deadline);
+        let started = Instant::now();
         let result = match self.mode {
             WaitMode::Waitv => self.sleep_waitv(wake_by),
             WaitMode::Poll => self.sleep_polling(wake_by),
         };
         match result {
-            Ok(()) | Err(crate::futex::Error::ValueChanged | crate::futex::Error::TimedOut) => {
+            Ok(()) | Err(crate::futex::Error::ValueChanged) => {
+                self.spinner.record_sleep(started.elapsed());
+                Ok(())
+            }
+            Err(crate::futex::Error::TimedOut) => {
+                self.spinner.record_timeout(started.elapsed());
                 Ok(())
             }
             // A channel's page was removed under the wait: the next scan finds its word

@@ -1,21 +1,14 @@
 //! The hand-off waiter's rule ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker), FlipCall
-//! and its server), by where the partner last handed a turn over from (`where_is_partner`):
-//!
-//! 1. From this very CPU: no spin. Woken onto it or preempted there, the partner waits for the
-//!    CPU a spin would keep.
-//! 2. From another CPU, or from where nobody knows while every runnable thread has a CPU: up to
-//!    `MAX_SPIN_NS`, which must outlast a wake-up (else a partner that slept is still waking
-//!    when the spin for its answer ends).
-//! 3. From where nobody knows (raw `swap` has no place to record it) while threads wait for a
-//!    CPU: a lock's `SPIN_WAIT_NS`, as the partner may be waiting for this one.
-//!
-//! Rules 2 and 3 spin only while the waiter's spins have been paying, the notify waiter's credit
-//! (`credit.rs`): a partner that answers later than the budget, or that waits for a CPU busy
-//! threads hold, stops the spin. A spin that wins ends as soon as the partner answers, so the
-//! budget bounds only what a lost spin wastes, and the credit how often that happens. There is
-//! no limit on spinners: futexkit gives each side of a hand-off a spinner of its own (a
+//! and its server): spin twice the moving average of its sleeps (`learned += (sample -
+//! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up, and only while its spins
+//! have been paying, the notify waiter's credit (`credit.rs`): a partner that waits for the
+//! spinner's own CPU, or for one busy threads hold, answers no spin, however long its sleeps.
+//! There is no limit on spinners: futexkit gives each side of a hand-off a spinner of its own (a
 //! Parker's owner, a FlipCall endpoint, a thread for raw `swap`), so one thread spins on each;
-//! threads that share one all spin, and share its credit.
+//! threads that share one all spin, and share what it learns (a race on the average costs a
+//! sample, nothing more). A FlipCall or Parker waiter on the CPU its partner last handed over
+//! from does not spin (`partner_may_be_running`). A hand-off waiter reads a clock only around a
+//! sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -26,28 +19,34 @@
 //!
 //! | state | kept | meaning | changed by |
 //! |-------|------|---------|------------|
-//! | `Spinner::credit` | per hand-off primitive (or thread, for raw `swap`) | whether its spins have been paying ([`Credit`]) | every spin; every wait without credit |
+//! | `Spinner::learned_ns` | per hand-off primitive (or thread, for raw `swap`) | moving average of its waits, 0 = do not spin | every sleep and every won spin of a hand-off wait |
+//! | `Spinner::credit` | beside it | whether its spins have been paying ([`Credit`]) | every spin; every wait without credit |
 //! | a CPU word (`record_hand_over_cpu`) | in the primitive (a Parker, a FlipCall header) | the CPU its giver last handed a turn over from | a hand-over, when it changes |
 
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use super::credit::Credit;
 use super::decisions::{count, Tally};
-use super::{
-    every_runnable_thread_had_a_cpu_lately, machine, spinning_can_pay, SpinWait,
-    MAX_PAUSES_BETWEEN_LOOKS, SPIN_WAIT_NS,
-};
+use super::{machine, spinning_can_pay, SpinWait, MAX_PAUSES_BETWEEN_LOOKS};
 use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::{Deadline, Error, Futex, Scope};
 
-/// How long a hand-off waiter ([`Spinner`]) spins before it sleeps: longer than a wake-up
-/// on a virtual machine, where one takes tens of microseconds.
+/// The longest a hand-off waiter ([`Spinner`]) spins before it sleeps.
 pub(crate) const MAX_SPIN_NS: u32 = 100_000;
 
-/// Spin state for one side of a hand-off (1 byte): it spins up to 100 us (4 us while threads
-/// wait for a CPU), and only while its spins have been paying: after a run of lost spins, once
-/// in 16 waits. Nothing spins with one usable CPU. Meant for one waiting thread at a time (each side of a hand-off its own);
-/// threads that share one all spin.
+/// Where a new spinner's learned average starts: a budget of 10 us, until its waits say more.
+const INITIAL_LEARNED_NS: u32 = 5_000;
+
+/// The shortest spin worth starting: a smaller budget means the waiter sleeps at once. (A
+/// spinner that does not spin still learns from how long its sleeps last, so it finds out when
+/// spinning would pay.)
+const MIN_SPIN_NS: u32 = 200;
+
+/// Adaptive spin state for one side of a hand-off (8 bytes): it spins twice the moving average
+/// of its waits' sleeps, at most 100 us, and only while its spins have been paying: after a run
+/// of lost spins, once in 16 waits. Nothing spins with one usable CPU. Meant for one waiting thread
+/// at a time (each side of a hand-off its own); threads that share one all spin.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,11 +54,13 @@ pub(crate) const MAX_SPIN_NS: u32 = 100_000;
 ///
 /// static SPINNER: Spinner = Spinner::new();
 /// let ready = AtomicBool::new(true);
-/// // Spins (briefly) until the condition holds or the budget runs out.
+/// // Spins (briefly, adaptively) until the condition holds or the budget runs out.
 /// assert!(SPINNER.spin_until(|| ready.load(Ordering::Acquire)));
 /// ```
 #[derive(Debug)]
 pub struct Spinner {
+    /// Moving average of recent wait durations in nanoseconds (0 = spinning does not pay).
+    learned_ns: AtomicU32,
     /// Whether its spins have been paying: a [`Credit`]'s byte.
     credit: AtomicU8,
 }
@@ -71,16 +72,22 @@ impl Default for Spinner {
 }
 
 impl Spinner {
-    /// A spinner whose first waits spin.
+    /// A spinner that starts by spinning a moderate amount.
     pub const fn new() -> Spinner {
+        Spinner::learning_from(INITIAL_LEARNED_NS)
+    }
+
+    /// A spinner whose learned average starts at `learned_ns`.
+    const fn learning_from(learned_ns: u32) -> Spinner {
         Spinner {
+            learned_ns: AtomicU32::new(learned_ns),
             credit: AtomicU8::new(Credit::FIRST_SPINS.to_byte()),
         }
     }
 
     /// Spins until `done` returns true or this spinner's budget runs out; returns whether
     /// `done` held. Calls `done` at least once, and does not spin at all when spinning cannot
-    /// pay (one usable CPU, or spins that kept losing).
+    /// pay (one usable CPU, or what this spinner learned).
     #[inline]
     pub fn spin_until(&self, done: impl FnMut() -> bool) -> bool {
         self.spin_until_before(None, done)
@@ -108,25 +115,13 @@ impl Spinner {
     pub fn spin_until_before(
         &self,
         deadline: Option<Deadline>,
-        done: impl FnMut() -> bool,
-    ) -> bool {
-        self.spin_for_partner(Partner::Unknown, deadline, done)
-    }
-
-    /// [`spin_until_before`](Spinner::spin_until_before) for a partner `partner` (as
-    /// [`where_is_partner`] sees it): no spin for one on this CPU.
-    #[inline]
-    pub(crate) fn spin_for_partner(
-        &self,
-        partner: Partner,
-        deadline: Option<Deadline>,
         mut done: impl FnMut() -> bool,
     ) -> bool {
-        done() || self.spin_slow(partner, &mut done, deadline)
+        done() || self.spin_slow(&mut done, deadline)
     }
 
-    /// Spins while `word` holds `expected`, then sleeps on it. `Ok(())` once the word changed
-    /// or a wake arrived (possibly spuriously: re-check).
+    /// Spins while `word` holds `expected`, then sleeps on it; learns from the sleep. `Ok(())`
+    /// once the word changed or a wake arrived (possibly spuriously: re-check).
     ///
     /// # Errors
     ///
@@ -140,31 +135,76 @@ impl Spinner {
         if self.spin_until_before(deadline, || word.load(Ordering::Acquire) != expected) {
             return Ok(());
         }
-        match word.wait(expected, deadline) {
+        let start = Instant::now();
+        let result = match word.wait(expected, deadline) {
             // It changed between the spin and the sleep: that is what we waited for.
             Err(Error::ValueChanged) => Ok(()),
             other => other,
+        };
+        if result == Err(Error::TimedOut) {
+            self.record_timeout(start.elapsed());
+        } else {
+            self.record_sleep(start.elapsed());
+        }
+        result
+    }
+
+    /// Tells the spinner how long (`slept`) a wait slept after it spun out its budget: a sleep
+    /// within the cap teaches it to spin longer, one beyond the cap to spin less. (A spin that
+    /// kept the partner from running lost, which its credit counts.)
+    pub(crate) fn record_sleep(&self, slept: Duration) {
+        let ns = slept.as_nanos();
+        if ns <= u128::from(MAX_SPIN_NS) {
+            self.learn(ns as u32);
+        } else {
+            self.learn(0);
+        }
+    }
+
+    /// Tells the spinner that a wait that had to sleep timed out after `waited`. Only a wait
+    /// that outlasted the cap teaches anything (to spin less): a shorter one ended at the
+    /// caller's deadline, which says nothing about when the partner would have answered.
+    pub(crate) fn record_timeout(&self, waited: Duration) {
+        if waited.as_nanos() > u128::from(MAX_SPIN_NS) {
+            self.learn(0);
+        }
+    }
+
+    /// The current spin budget in nanoseconds (0 when spinning cannot pay).
+    pub(crate) fn budget_ns(&self) -> u32 {
+        if !spinning_can_pay() {
+            return 0;
+        }
+        let budget = self.learned_ns.load(Ordering::Relaxed).saturating_mul(2);
+        if budget < MIN_SPIN_NS {
+            0
+        } else {
+            budget.min(MAX_SPIN_NS)
+        }
+    }
+
+    /// The spin budget for a wait that ends at `deadline`: [`budget_ns`](Spinner::budget_ns),
+    /// cut to the time left (0 once it has passed).
+    pub(crate) fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
+        match deadline {
+            Some(deadline) => clamp_to_remaining(self.budget_ns(), deadline.remaining()),
+            None => self.budget_ns(),
         }
     }
 
     /// The spin itself: `done` after each run of hints, as a [`SpinWait`] makes them, until it
     /// holds or the budget, cut at `deadline`, runs out; none without credit, except a probe.
     #[cold]
-    fn spin_slow(
-        &self,
-        partner: Partner,
-        done: &mut dyn FnMut() -> bool,
-        deadline: Option<Deadline>,
-    ) -> bool {
+    fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
         if MODEL_CHECKED {
             return done();
         }
-        let budget = budget_ns_before(deadline, partner);
+        let budget = self.budget_ns_before(deadline);
         if budget == 0 || !self.spin_pays() {
             count(Tally::HandOffSkipped);
             return false;
         }
-        let won = spin_for(budget, done, deadline);
+        let won = self.spin_for(budget, done, deadline);
         let credit = Credit::from_byte(self.credit.load(Ordering::Relaxed));
         self.credit
             .store(credit.after_spin(won).to_byte(), Ordering::Relaxed);
@@ -181,48 +221,53 @@ impl Spinner {
         self.credit.store(credit.to_byte(), Ordering::Relaxed);
         probe
     }
-}
 
-/// The spin budget for a wait for `partner` that ends at `deadline`, cut to the time left (0
-/// once it has passed): none for a partner on this CPU, or where spinning cannot pay;
-/// `MAX_SPIN_NS` for a partner on another CPU, or where every runnable thread has a CPU; else
-/// a lock's `SPIN_WAIT_NS`, as the spin may then keep the very CPU the partner waits for.
-fn budget_ns_before(deadline: Option<Deadline>, partner: Partner) -> u32 {
-    if !spinning_can_pay() || partner == Partner::OnMyCpu {
-        return 0;
+    /// Spins `budget` nanoseconds of hints for `done`, cut at `deadline`; learns from a win.
+    fn spin_for(
+        &self,
+        budget: u32,
+        done: &mut dyn FnMut() -> bool,
+        deadline: Option<Deadline>,
+    ) -> bool {
+        let ns_per_hint = machine().ns_per_hint;
+        let hints = (budget / ns_per_hint).max(1);
+        let mut spin = SpinWait::with_hints(hints);
+        while spin.spin_run() {
+            if done() {
+                // A spin that won says spinning pays, however quickly it won: it teaches at
+                // least the shortest budget worth spinning, never to stop spinning.
+                let spun = hints - spin.hints_left;
+                self.learn(spun.saturating_mul(ns_per_hint).max(MIN_SPIN_NS));
+                count(Tally::HandOffWon);
+                return true;
+            }
+            // The budget counts hints, not the looks' own cost: a timed wait re-checks its
+            // clock once per longest run.
+            if spin.run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
+                break;
+            }
+        }
+        count(Tally::HandOffLost);
+        false
     }
-    let budget = if partner == Partner::Elsewhere || every_runnable_thread_had_a_cpu_lately() {
-        MAX_SPIN_NS
-    } else {
-        SPIN_WAIT_NS
-    };
-    let left = deadline.map_or(u128::MAX, |d| d.remaining().as_nanos());
-    u32::try_from(left).map_or(budget, |left| budget.min(left))
-}
 
-/// Spins `budget` nanoseconds of hints for `done`, cut at `deadline`.
-fn spin_for(budget: u32, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
-    let mut spin = SpinWait::with_hints((budget / machine().ns_per_hint).max(1));
-    while spin.spin_run() {
-        if done() {
-            count(Tally::HandOffWon);
-            return true;
-        }
-        // The budget counts hints, not the looks' own cost: a timed wait re-checks its clock
-        // once per longest run.
-        if spin.run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
-            break;
-        }
+    fn learn(&self, sample_ns: u32) {
+        let learned = self.learned_ns.load(Ordering::Relaxed);
+        let next = if sample_ns >= learned {
+            learned + (sample_ns - learned) / 8
+        } else {
+            learned - (learned - sample_ns) / 8
+        };
+        self.learned_ns.store(next, Ordering::Relaxed);
     }
-    count(Tally::HandOffLost);
-    false
 }
 
 std::thread_local! {
-    /// The spinner of hand-off waits that have no state of their own to keep one in (a raw
+    /// The spinner of hand-off waits that have no state of their own to learn in (a raw
     /// [`swap`](crate::swap::swap)): a thread in a request/response loop sees consistent
-    /// partners.
-    static THREAD_SPINNER: Spinner = const { Spinner::new() };
+    /// partner latencies. It starts by not spinning: a thread spins only once its own sleeps
+    /// have been short.
+    static THREAD_SPINNER: Spinner = const { Spinner::learning_from(0) };
 }
 
 /// Runs `f` with this thread's own [`Spinner`].
@@ -257,31 +302,31 @@ pub(crate) fn hand_off_cpu() -> u32 {
     }
 }
 
-/// Where a hand-off's partner last handed a turn over from, as its waiter sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Partner {
-    /// From the waiter's own CPU: woken onto it or preempted there, the partner waits for the
-    /// very CPU a spin would keep, so the waiter does not spin.
-    OnMyCpu,
-    /// From another CPU: a spin keeps no CPU the partner needs.
-    Elsewhere,
-    /// Not known: no hand-over yet, no place to record one (raw `swap`), or a model checker.
-    Unknown,
+/// Whether a hand-off's waiter, which last handed the turn over from `my_cpu`, should spin
+/// for a partner that last handed it over from the CPU in `partner_cpu` (its
+/// [`record_hand_over_cpu`] word): not when both are the same CPU. The partner, woken onto
+/// that CPU or preempted there, then waits for the very CPU the spin would keep. Either CPU
+/// unknown ([`NO_CPU`], which is also what a model checker's waiter has, so the word is not
+/// read there): spin as ever. The word may be in memory a peer process writes: any value only
+/// decides whether to spin.
+pub(crate) fn partner_may_be_running(partner_cpu: &crate::atomic::AtomicU32, my_cpu: u32) -> bool {
+    if my_cpu == NO_CPU
+        || !on_one_known_cpu(partner_cpu.load(crate::atomic::Ordering::Relaxed), my_cpu)
+    {
+        return true;
+    }
+    count(Tally::HandOffSkipped);
+    false
 }
 
-/// Where the partner of a waiter that last handed the turn over from `my_cpu` is, by the CPU in
-/// `partner_cpu` (its [`record_hand_over_cpu`] word; either [`NO_CPU`]: not known, which is
-/// also what a model checker's waiter has, so the word is not read there). The word may be in
-/// memory a peer process writes: any value only decides how long to spin.
-pub(crate) fn where_is_partner(partner_cpu: &crate::atomic::AtomicU32, my_cpu: u32) -> Partner {
-    if my_cpu == NO_CPU {
-        return Partner::Unknown;
-    }
-    match partner_cpu.load(crate::atomic::Ordering::Relaxed) {
-        NO_CPU => Partner::Unknown,
-        cpu if cpu == my_cpu => Partner::OnMyCpu,
-        _ => Partner::Elsewhere,
-    }
+/// Whether two recorded CPUs are the same known one.
+fn on_one_known_cpu(a: u32, b: u32) -> bool {
+    a == b && a != NO_CPU
+}
+
+/// A spin budget of `budget_ns` cut to `remaining`, the time left before a deadline.
+fn clamp_to_remaining(budget_ns: u32, remaining: Duration) -> u32 {
+    u32::try_from(remaining.as_nanos()).map_or(budget_ns, |left| budget_ns.min(left))
 }
 
 /// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
@@ -335,21 +380,15 @@ pub fn wait_on_owner<S: Scope>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
-    fn a_partner_is_on_my_cpu_only_if_both_cpus_are_known_and_equal() {
-        let on = |cpu| crate::atomic::AtomicU32::new(cpu);
-        assert_eq!(where_is_partner(&on(3), 3), Partner::OnMyCpu);
-        assert_eq!(where_is_partner(&on(3), 4), Partner::Elsewhere);
-        // An unknown CPU on either side (none recorded yet, or sched_getcpu failed).
-        assert_eq!(where_is_partner(&on(NO_CPU), 3), Partner::Unknown);
-        assert_eq!(where_is_partner(&on(3), NO_CPU), Partner::Unknown);
-        assert_eq!(where_is_partner(&on(NO_CPU), NO_CPU), Partner::Unknown);
-        assert_eq!(budget_ns_before(None, Partner::OnMyCpu), 0);
-        if spinning_can_pay() {
-            assert_eq!(budget_ns_before(None, Partner::Elsewhere), MAX_SPIN_NS);
-        }
+    fn a_hand_off_waiter_skips_its_spin_only_for_a_partner_on_its_own_known_cpu() {
+        assert!(on_one_known_cpu(3, 3));
+        assert!(!on_one_known_cpu(3, 4));
+        // An unknown CPU on either side (none recorded yet, or sched_getcpu failed): spin.
+        assert!(!on_one_known_cpu(NO_CPU, 3));
+        assert!(!on_one_known_cpu(3, NO_CPU));
+        assert!(!on_one_known_cpu(NO_CPU, NO_CPU));
     }
 
     #[test]
@@ -362,11 +401,67 @@ mod tests {
     }
 
     #[test]
+    fn sleeps_teach_the_budget() {
+        let s = Spinner::new();
+        let learned = || s.learned_ns.load(Ordering::Relaxed);
+        assert!(s.budget_ns() <= MAX_SPIN_NS);
+        // Sleeps beyond the cap teach it not to spin: an eighth of the way to 0 each.
+        s.record_sleep(Duration::from_secs(1));
+        assert_eq!(learned(), INITIAL_LEARNED_NS - INITIAL_LEARNED_NS / 8);
+        for _ in 0..100 {
+            s.record_sleep(Duration::from_secs(1));
+        }
+        assert!(learned() < 8, "learned {}", learned());
+        assert_eq!(s.budget_ns(), 0);
+        // A sleep within the cap: an eighth of the way to it.
+        let before = learned();
+        s.record_sleep(Duration::from_micros(20));
+        assert_eq!(learned(), before + (20_000 - before) / 8);
+        for _ in 0..100 {
+            s.record_sleep(Duration::from_micros(20));
+        }
+        assert!(
+            (19_990..=20_000).contains(&learned()),
+            "learned {}",
+            learned()
+        );
+        if spinning_can_pay() {
+            // Twice the average, never beyond the cap.
+            assert_eq!(s.budget_ns(), 2 * learned());
+            for _ in 0..100 {
+                s.record_sleep(Duration::from_micros(90));
+            }
+            assert_eq!(s.budget_ns(), MAX_SPIN_NS);
+        } else {
+            assert_eq!(s.budget_ns(), 0);
+        }
+    }
+
+    #[test]
+    fn spins_that_win_at_once_keep_the_spinner_spinning() {
+        if !spinning_can_pay() {
+            return;
+        }
+        // A partner that always answers by the first look: every spin wins after one hint,
+        // which takes far less than the shortest budget. Winning must not teach to stop.
+        let s = Spinner::new();
+        for _ in 0..1_000 {
+            let mut looks = 0;
+            assert!(s.spin_until(|| {
+                looks += 1;
+                looks >= 2
+            }));
+        }
+        assert!(s.budget_ns() >= MIN_SPIN_NS, "budget {}", s.budget_ns());
+    }
+
+    #[test]
     fn spins_that_keep_losing_stop_and_probe_once_in_sixteen_waits() {
         if !spinning_can_pay() {
             return;
         }
-        // A new spinner's credit lets its first two waits spin.
+        // Losses teach the budget nothing (only sleeps do), so it stays what a new spinner
+        // starts with; its credit lets its first two waits spin.
         let s = Spinner::new();
         let mut spun = 0;
         for _ in 0..2 + 16 * 4 {
@@ -400,27 +495,27 @@ mod tests {
 
     #[test]
     fn a_deadline_cuts_the_spin() {
-        if spinning_can_pay() {
-            let near = Some(Deadline::after(Duration::from_micros(3)));
-            let near = budget_ns_before(near, Partner::Elsewhere);
-            assert!(near <= 3_000, "budget {near}");
-        }
+        assert_eq!(clamp_to_remaining(100_000, Duration::from_micros(3)), 3_000);
+        assert_eq!(clamp_to_remaining(100_000, Duration::from_secs(1)), 100_000);
+        assert_eq!(
+            clamp_to_remaining(100_000, Duration::from_secs(3600)),
+            100_000
+        );
+        assert_eq!(clamp_to_remaining(100_000, Duration::ZERO), 0);
+        let s = Spinner::new();
         let passed = Deadline::after(Duration::ZERO);
-        assert_eq!(budget_ns_before(Some(passed), Partner::Elsewhere), 0);
-        // A far deadline cuts nothing: the budget is a full one, long or short by whether every
-        // runnable thread has a CPU.
+        assert_eq!(s.budget_ns_before(Some(passed)), 0);
         let far = Deadline::after(Duration::from_secs(3600));
-        let full = [SPIN_WAIT_NS, MAX_SPIN_NS];
-        for budget in [
-            budget_ns_before(Some(far), Partner::Unknown),
-            budget_ns_before(None, Partner::Unknown),
-        ] {
-            if spinning_can_pay() {
-                assert!(full.contains(&budget), "budget {budget}");
-            } else {
-                assert_eq!(budget, 0);
-            }
-        }
+        assert!(s.budget_ns_before(Some(far)) <= MAX_SPIN_NS);
+    }
+
+    #[test]
+    fn only_a_timeout_beyond_the_cap_teaches() {
+        let s = Spinner::new();
+        s.record_timeout(Duration::from_micros(1));
+        assert_eq!(s.learned_ns.load(Ordering::Relaxed), INITIAL_LEARNED_NS);
+        s.record_timeout(Duration::from_millis(5));
+        assert!(s.learned_ns.load(Ordering::Relaxed) < INITIAL_LEARNED_NS);
     }
 
     #[test]

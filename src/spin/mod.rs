@@ -15,13 +15,14 @@
 //! | a lock (the Mutex, the RwLock, the shared Mutex) | [`SpinWait`]: a fixed budget, then sleep | this file |
 //! | a compare-and-swap that lost to other threads | `back_off`: `2^losses` hints, no budget | this file |
 //! | a notify (Condvar, Barrier) | `spin_for_notify`: none while threads wait for a CPU; else a lock's budget while its thread's spins pay, or a probe | `notify.rs` |
-//! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: none for a partner on its CPU; else up to `MAX_SPIN_NS`, or a lock's budget for a partner it cannot place while threads wait for a CPU, while its spins pay | `hand_off.rs` |
+//! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: twice the moving average of its sleeps, capped, while its spins pay | `hand_off.rs` |
 //!
 //! Whether a notify or hand-off waiter's spins pay is one rule for both, its credit
 //! (`credit.rs`). What the policy decided is counted in `decisions.rs` ([`decisions()`]). None of
 //! it is protocol state: a policy mistake costs time, never a wake-up. Each waiter's protocol
 //! reads its own words and asks the policy only how long to keep looking. Nothing feeds on
-//! itself: every budget is fixed, whatever the waits took, and spins that lose stop the spin.
+//! itself: lock and notify budgets are fixed and a probe is capped; a hand-off's budget follows
+//! its waits, and spins that lose stop it.
 //!
 //! ## The lock waiter's rule
 //!
@@ -40,7 +41,6 @@
 //! |-------|------|---------|------------|
 //! | `SpinWait` | per spin between two sleeps | hints left in the budget, the next run's length | each look |
 //! | `Machine` | once per process | usable CPUs, CPUs online, a spin hint's cost, a lock spin's hints | measured at the first spin, never again |
-//! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a notify or hand-off wait that asks |
 //!
 //! Spinning cannot pay with one usable CPU, nor under a model checker (a spin is one look
 //! there, so that models stay small): `Machine` then holds a lock budget of 0.
@@ -53,12 +53,12 @@ mod notify;
 use decisions::{count, Tally};
 pub use decisions::{decisions, Decisions, Outcomes};
 pub(crate) use hand_off::{
-    hand_off_cpu, record_hand_over_cpu, where_is_partner, with_thread_spinner, MAX_SPIN_NS, NO_CPU,
+    hand_off_cpu, partner_may_be_running, record_hand_over_cpu, with_thread_spinner, MAX_SPIN_NS,
+    NO_CPU,
 };
 pub use hand_off::{wait_on_owner, Spinner};
 pub(crate) use notify::{notified, spin_for_arrivals, spin_for_notify};
 
-use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -125,7 +125,7 @@ impl SpinWait {
         }
     }
 
-    /// A spin of `hints` spin hints in all (a hand-off's budget).
+    /// A spin of `hints` spin hints in all (a hand-off's learned budget, say).
     #[inline]
     fn with_hints(hints: u32) -> SpinWait {
         SpinWait {
@@ -224,41 +224,6 @@ fn machine() -> &'static Machine {
     })
 }
 
-/// Whether no thread on the system waits for a CPU, as seen at most a millisecond ago: runnable
-/// threads, this one included, at most the CPUs online (the count is the whole system's, so a
-/// process confined to some CPUs learns whether the machine has one to spare); false where the
-/// count cannot be read. `LATEST_RUNNABLE_LOOK` holds the latest look's millisecond (from 1 at
-/// `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`), shared by every thread that asks
-/// within it (two that race may both look). A look is three system calls.
-pub(crate) fn every_runnable_thread_had_a_cpu_lately() -> bool {
-    static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
-    static FIRST_RUNNABLE_LOOK: OnceLock<Instant> = OnceLock::new();
-    let millisecond = FIRST_RUNNABLE_LOOK
-        .get_or_init(Instant::now)
-        .elapsed()
-        .as_millis() as u64
-        + 1;
-    if let Some(answer) = answer_of_look(LATEST_RUNNABLE_LOOK.load(Ordering::Relaxed), millisecond)
-    {
-        return answer;
-    }
-    let answer = crate::futex::sys::thread::runnable_threads()
-        .is_some_and(|n| n as usize <= machine().online_cpus);
-    LATEST_RUNNABLE_LOOK.store(runnable_look(millisecond, answer), Ordering::Relaxed);
-    answer
-}
-
-/// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
-/// its answer in bit 0. The word 0 is no look.
-fn runnable_look(millisecond: u64, answer: bool) -> u64 {
-    millisecond << 1 | u64::from(answer)
-}
-
-/// The answer of the look `look` if it was made in `millisecond`, else `None`.
-fn answer_of_look(look: u64, millisecond: u64) -> Option<bool> {
-    (look >> 1 == millisecond).then_some(look & 1 == 1)
-}
-
 /// Whether spinning can pay: more than one usable CPU, and no model checker.
 #[inline]
 fn spinning_can_pay() -> bool {
@@ -299,21 +264,5 @@ mod tests {
             assert_eq!(looks, 0);
         }
         assert!(!spin.spin(), "spent stays spent");
-    }
-
-    #[test]
-    fn a_look_at_the_runnable_threads_answers_within_its_millisecond_only() {
-        assert_eq!(answer_of_look(0, 1), None, "no look yet");
-        for answer in [false, true] {
-            let look = runnable_look(7, answer);
-            assert_ne!(look, 0);
-            assert_eq!(answer_of_look(look, 7), Some(answer));
-            assert_eq!(
-                answer_of_look(look, 8),
-                None,
-                "a later millisecond asks again"
-            );
-            assert_eq!(answer_of_look(look, 6), None);
-        }
     }
 }

@@ -29,14 +29,15 @@
 //! |-------|------|---------|------------|
 //! | `NOTIFY_HISTORY.credit` | per thread | how well its notify spins have been paying, and its waits without credit since its last probe ([`Credit`]) | each spin; each wait without credit while every runnable thread has a CPU |
 //! | `NOTIFY_HISTORY.last_notify` | per thread | what its latest notify found since its last wait's decision: nothing yet, its waiters awake (it woke nobody), or a sleeper it woke | set by each notify (`notified`); reset by its next wait that reaches the decision |
+//! | `LATEST_RUNNABLE_LOOK` | per process | whether every runnable thread had a CPU at the latest look, and that look's millisecond (from `FIRST_RUNNABLE_LOOK`) | about once a millisecond, by a wait for a notify that reaches the decision |
 
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::credit::Credit;
 use super::decisions::{count, Tally};
-use super::{
-    every_runnable_thread_had_a_cpu_lately, machine, spinning_can_pay, SpinWait, MAX_SPIN_NS,
-};
+use super::{machine, spinning_can_pay, SpinWait, MAX_SPIN_NS};
 use crate::futex::sys::MODEL_CHECKED;
 use crate::futex::Deadline;
 
@@ -56,6 +57,41 @@ enum LastNotify {
     FoundAwake,
     /// It woke a sleeping thread, which is likely the one to answer this thread's next wait.
     WokeSleeper,
+}
+
+/// Whether no thread on the system waits for a CPU, as seen at most a millisecond ago: runnable
+/// threads, this one included, at most the CPUs online (the count is the whole system's, so a
+/// process confined to some CPUs learns whether the machine has one to spare); false where the
+/// count cannot be read. `LATEST_RUNNABLE_LOOK` holds the latest look's millisecond (from 1 at
+/// `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`), shared by every thread that asks
+/// within it (two that race may both look). A look is three system calls.
+fn every_runnable_thread_had_a_cpu_lately() -> bool {
+    static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
+    static FIRST_RUNNABLE_LOOK: OnceLock<Instant> = OnceLock::new();
+    let millisecond = FIRST_RUNNABLE_LOOK
+        .get_or_init(Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1;
+    if let Some(answer) = answer_of_look(LATEST_RUNNABLE_LOOK.load(Ordering::Relaxed), millisecond)
+    {
+        return answer;
+    }
+    let answer = crate::futex::sys::thread::runnable_threads()
+        .is_some_and(|n| n as usize <= machine().online_cpus);
+    LATEST_RUNNABLE_LOOK.store(runnable_look(millisecond, answer), Ordering::Relaxed);
+    answer
+}
+
+/// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
+/// its answer in bit 0. The word 0 is no look.
+fn runnable_look(millisecond: u64, answer: bool) -> u64 {
+    millisecond << 1 | u64::from(answer)
+}
+
+/// The answer of the look `look` if it was made in `millisecond`, else `None`.
+fn answer_of_look(look: u64, millisecond: u64) -> Option<bool> {
+    (look >> 1 == millisecond).then_some(look & 1 == 1)
 }
 
 std::thread_local! {
@@ -151,4 +187,25 @@ pub(crate) fn notified(woken: usize) {
 /// CPUs); else none, as the last arrival cannot come while the others spin on every CPU.
 pub(crate) fn spin_for_arrivals(parties: usize, done: impl FnMut() -> bool) -> bool {
     parties <= machine().usable_cpus && spin_for_notify(None, done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_look_at_the_runnable_threads_answers_within_its_millisecond_only() {
+        assert_eq!(answer_of_look(0, 1), None, "no look yet");
+        for answer in [false, true] {
+            let look = runnable_look(7, answer);
+            assert_ne!(look, 0);
+            assert_eq!(answer_of_look(look, 7), Some(answer));
+            assert_eq!(
+                answer_of_look(look, 8),
+                None,
+                "a later millisecond asks again"
+            );
+            assert_eq!(answer_of_look(look, 6), None);
+        }
+    }
 }
