@@ -570,3 +570,30 @@ fn an_upgrade_waiting_for_a_busy_reader_is_no_deadlock() {
     upgrader.join().unwrap();
     assert_eq!(*lock.read(), 1);
 }
+
+/// A look (`Debug`) that takes a shared mutex whose owner died, and releases it keeping the
+/// death, leaves no hold of it recorded: locks taken later are not ordered after it.
+#[test]
+fn a_look_at_a_shared_mutex_whose_owner_died_leaves_no_hold_behind() {
+    use futexkit::shared::{LockError, SharedMutex};
+    let looked: &'static SharedMutex<u32> = Box::leak(Box::new(SharedMutex::new(5)));
+    let other: &'static Mutex<u32> = Box::leak(Box::new(Mutex::new(0)));
+    // The holder exits holding it: the kernel marks the owner dead.
+    std::thread::spawn(move || std::mem::forget(looked.lock().unwrap()))
+        .join()
+        .unwrap();
+    let text = format!("{looked:?}");
+    assert!(text.contains("owner_died"), "{text}");
+    // Had the look left a hold recorded, this would order `looked` before `other`...
+    drop(other.lock().unwrap());
+    // ...and this, the other way round, would be reported as an inversion.
+    let (first, then) = std::thread::spawn(move || {
+        let (_other, first) = (other.lock().unwrap(), here());
+        let (taken, then) = (looked.lock(), here());
+        assert!(matches!(taken, Err(LockError::OwnerDied(_))));
+        (first, then)
+    })
+    .join()
+    .unwrap();
+    assert!(violations_at(first, then).is_empty());
+}

@@ -1055,3 +1055,59 @@ fn semaphores_latches_and_events_live_in_regions() {
     let again = Region::from_fd(region.inheritable_fd().unwrap()).unwrap();
     assert_eq!(again.latch("ready").unwrap().count(), 0);
 }
+
+/// A shared mutex dropped while held: this thread's own hold is released (its robust-list link
+/// removed with it), and a hold of another live thread of this process, whose list the kernel
+/// would walk through the freed memory, aborts the process.
+#[test]
+fn a_shared_mutex_dropped_while_held() {
+    const CHILD: &str = "FUTEXKIT_TEST_DROP_HELD_BY_ANOTHER";
+    if std::env::var_os(CHILD).is_some() {
+        let raw = std::sync::Arc::new(RawSharedMutex::new());
+        let (held, rx) = std::sync::mpsc::channel();
+        let holder = std::sync::Arc::clone(&raw);
+        std::thread::spawn(move || {
+            holder.lock().unwrap();
+            drop(holder);
+            held.send(()).unwrap();
+            std::thread::park(); // alive, holding it
+        });
+        rx.recv().unwrap();
+        drop(raw); // the last reference: aborts
+        std::process::exit(0); // not reached
+    }
+
+    // This thread's own holds, raw and typed, leaked and then dropped.
+    let raw = Box::new(RawSharedMutex::new());
+    assert_eq!(raw.lock(), Ok(futexkit::raw::Acquired::Consistent));
+    drop(raw);
+    let typed = Box::new(SharedMutex::new(7u32));
+    std::mem::forget(typed.lock().unwrap());
+    drop(typed);
+    // A mutex this thread holds again after the drops is linked once, and unlocks cleanly.
+    let again = RawSharedMutex::new();
+    assert_eq!(again.lock(), Ok(futexkit::raw::Acquired::Consistent));
+    // SAFETY: locked just above.
+    unsafe { again.unlock() };
+    assert!(!again.is_locked());
+
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_shared_mutex_dropped_while_held",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(child.status.signal(), Some(6), "{:?}", child.status);
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(
+        stderr.contains("dropped while thread") && stderr.contains("holds it"),
+        "{stderr}"
+    );
+}

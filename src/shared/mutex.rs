@@ -224,7 +224,10 @@ impl<'a, T: Plain> SharedMutexGuard<'a, T> {
     fn release_keeping_death(self) {
         let raw = &self.mutex.raw;
         core::mem::forget(self);
-        crate::futex::robust::release(raw.robust(), |_| raw.release_untouched(1));
+        // SAFETY: this thread holds the lock (the guard said so, and is forgotten, so it does
+        // not unlock again); the mutex stays mapped for the guard's lifetime, which this call is
+        // within.
+        unsafe { raw.unlock_untouched() };
     }
 }
 

@@ -166,6 +166,10 @@ impl std::error::Error for RawLockError {}
 /// A lock is held by a thread: the thread that took it unlocks it (the kernel tracks it in
 /// that thread's robust list).
 ///
+/// Dropping one that the dropping thread holds unlocks it. Dropping one that another live
+/// thread of this process holds (its guard leaked) aborts the process: that thread's robust
+/// list, which the kernel walks when the thread dies, would run through the freed memory.
+///
 /// ```
 /// use futexkit::raw::{Acquired, RawSharedMutex};
 ///
@@ -193,6 +197,33 @@ impl fmt::Debug for RawSharedMutex {
 impl Default for RawSharedMutex {
     fn default() -> RawSharedMutex {
         RawSharedMutex::new()
+    }
+}
+
+impl Drop for RawSharedMutex {
+    /// A mutex dropped while a thread of this process holds it (its guard leaked with
+    /// `mem::forget`, or `lock` without `unlock`) is still linked in that thread's robust list,
+    /// which the kernel walks when the thread dies, reading each entry's link in the lock's own
+    /// memory. This thread's hold is released here. Another live thread's cannot be unlinked
+    /// from here, so the process aborts rather than leave that thread's list running through
+    /// freed memory. (A region's locks are never dropped: a region whose lock is held keeps its
+    /// mapping instead, `Region`'s `Drop`.)
+    fn drop(&mut self) {
+        let Some(holder) = self.holder() else {
+            return;
+        };
+        if robust::holds(&self.robust) {
+            // SAFETY: this thread holds the lock, and `self` stays valid until `drop` returns.
+            unsafe { self.unlock() };
+        } else if crate::futex::sys::process::thread_ids()
+            .map_or(true, |ours| ours.contains(&holder))
+        {
+            eprintln!(
+                "futexkit: a RawSharedMutex was dropped while thread {holder} of this process \
+                 holds it (a leaked guard); its robust-list entry would point into freed memory"
+            );
+            std::process::abort();
+        }
     }
 }
 
@@ -439,13 +470,16 @@ impl RawSharedMutex {
                     if v & WAITERS == 0 && spin.spin() {
                         continue;
                     }
-                    woken |= self.sleep_while_held(deadline)?;
                     spin = SpinWait::new();
-                    continue;
+                    if self.sleep_while_held(deadline)? {
+                        // A woken thread looks again before it minds its deadline.
+                        woken = true;
+                        continue;
+                    }
                 }
             }
-            // The word changed under the CAS: a peer keeping it changing must not keep a timed
-            // call past its deadline.
+            // The word changed under the CAS, or was free or changed when this thread came to
+            // sleep: a peer keeping it changing must not keep a timed call past its deadline.
             if deadline.is_some_and(|d| d.has_passed()) {
                 if woken {
                     self.pass_wake_on();
@@ -522,7 +556,19 @@ impl RawSharedMutex {
                     o if o == tid => return Err(RawLockError::WouldDeadlock),
                     // Sticky: a wake this thread was given is passed on however many times it
                     // finds the word taken again before it is free.
-                    _ => woken |= self.sleep_while_held(deadline)?,
+                    _ => {
+                        if self.sleep_while_held(deadline)? {
+                            woken = true;
+                        } else if deadline.is_some_and(|d| d.has_passed()) {
+                            // The word was free or changed when this thread came to sleep: a
+                            // peer keeping it changing must not keep a timed wait past its
+                            // deadline.
+                            if pass_on && woken {
+                                self.pass_wake_on();
+                            }
+                            return Err(RawLockError::TimedOut);
+                        }
+                    }
                 }
             }
         })
@@ -546,6 +592,17 @@ impl RawSharedMutex {
             return;
         }
         self.release_keeping(0, wake);
+    }
+
+    /// [`unlock`](Self::unlock) for a look that took the lock and changed nothing (`Debug`): a
+    /// death recorded in the word stays recorded.
+    ///
+    /// # Safety
+    ///
+    /// As for [`unlock`](Self::unlock).
+    pub(crate) unsafe fn unlock_untouched(&self) {
+        crate::deadlock::release(|| self.checked(), Mode::Exclusive);
+        robust::release(&self.robust, |_| self.release_untouched(1));
     }
 
     /// Releases a word this thread took without touching what it guards (a look, a write lock
