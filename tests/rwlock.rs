@@ -544,3 +544,27 @@ fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_reader() {
 fn a_fair_write_unlock_hands_the_lock_to_a_sleeping_writer() {
     a_fair_write_unlock_hands_the_lock_to_the_sleeper(Mode::Writer);
 }
+
+/// The reader count's limit: untimed reads panic there (documented), the bounded attempts fail.
+/// (Not with the deadlock checks, which would record all 33 million holds.)
+#[test]
+#[cfg(not(feature = "deadlock"))]
+fn bounded_reads_fail_at_the_reader_limit() {
+    let raw = futexkit::raw::RawRwLock::new();
+    let mut held = 0u64;
+    while raw.try_read() {
+        held += 1;
+    }
+    assert_eq!(held, (1 << 25) - 2, "the count's limit");
+    assert!(!raw.try_read_for(Duration::from_millis(1)));
+    assert!(!raw.try_read_until(std::time::Instant::now() + Duration::from_millis(1)));
+    assert!(!raw.try_upgradable_read_for(Duration::from_millis(1)));
+    assert!(!raw.try_upgradable_read_until(std::time::Instant::now()));
+    let reader = std::panic::catch_unwind(|| raw.read());
+    assert!(reader.is_err(), "an untimed read at the limit panics");
+    for _ in 0..held {
+        // SAFETY: this thread holds `held` read locks on `raw`.
+        unsafe { raw.read_unlock() };
+    }
+    assert!(raw.try_write());
+}

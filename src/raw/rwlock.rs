@@ -82,7 +82,8 @@
 //!    phase and finds writers waiting wakes one *untimed* writer while it holds the lock, and
 //!    only if that wake found one does it set `HANDED`, keeping the lock; it then wakes once
 //!    more, by address, in case the writer looked before `HANDED` was set and slept again. Only
-//!    an untimed writer back from a sleep claims a handed lock (taking it with
+//!    an untimed writer woken from a sleep (not one whose wait found the word changed) claims a
+//!    handed lock (taking it with
 //!    `WRITERS_WAITING`); the woken one never gives up, so it claims it unless another such
 //!    writer did first, and then it sleeps again on a word that holds a plain write lock. A
 //!    running thread that has not slept never takes a handed lock: it sees it write-locked.
@@ -399,13 +400,14 @@ impl RawRwLock {
     }
 
     /// Blocks until this thread holds a read lock or `deadline` passes; returns whether it
-    /// does.
+    /// does. Returns false at once if the lock has the most readers it can count.
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_until(&self, deadline: Instant) -> bool {
         self.read_bounded(PLAIN_READ, Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds a read lock or `timeout` passes; returns whether it does.
+    /// Returns false at once if the lock has the most readers it can count.
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_read_for(&self, timeout: Duration) -> bool {
         self.read_bounded(PLAIN_READ, Some(Deadline::after(timeout)))
@@ -431,14 +433,14 @@ impl RawRwLock {
     }
 
     /// Blocks until this thread holds the upgradable read or `deadline` passes; returns
-    /// whether it does.
+    /// whether it does (false at once if the lock has the most readers it can count).
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_upgradable_read_until(&self, deadline: Instant) -> bool {
         self.read_bounded(UPGRADABLE_READ, Some(Deadline::at(deadline)))
     }
 
     /// Blocks until this thread holds the upgradable read or `timeout` passes; returns whether
-    /// it does.
+    /// it does (false at once if the lock has the most readers it can count).
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn try_upgradable_read_for(&self, timeout: Duration) -> bool {
         self.read_bounded(UPGRADABLE_READ, Some(Deadline::after(timeout)))
@@ -930,10 +932,12 @@ impl RawRwLock {
                 }
                 continue;
             }
-            assert!(
-                readers(state) != MAX_READERS,
-                "too many read locks on a RwLock"
-            );
+            if readers(state) == MAX_READERS {
+                // No read unlock wakes a reader, so no wait could see the count fall: a
+                // bounded attempt fails, an unbounded one cannot be granted.
+                assert!(deadline.is_some(), "too many read locks on a RwLock");
+                return false;
+            }
             // Spin while the lock is held against this reader and nobody sleeps yet.
             if state & (READERS_WAITING | WRITERS_WAITING) == 0 && spin.spin() {
                 continue;
@@ -1059,10 +1063,13 @@ impl RawRwLock {
             }
             *marked = true;
             let bitset = who.bitset(deadline.is_some());
-            if self.state.wait_bitset(sleep_on, bitset, deadline) == Err(Error::TimedOut) {
-                return false;
+            match self.state.wait_bitset(sleep_on, bitset, deadline) {
+                Err(Error::TimedOut) => return false,
+                // Only a wake makes this a writer back from a sleep (invariant 8): a wait that
+                // found the word changed took no wake, and must not claim a handed lock.
+                Ok(()) => slept = true,
+                Err(_) => {}
             }
-            slept = true;
             spin = SpinWait::new();
         }
     }
