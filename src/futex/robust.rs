@@ -34,8 +34,10 @@
 //! * futexkit writes an entry's `next` once, when it links the entry, and relinks from a private
 //!   record of the chain (`held`): unlinking `E2` writes `S3.next`, private memory. No list
 //!   operation reads or writes another entry's shared memory, so a peer process that rewrites
-//!   an entry's `next` cannot steer this thread's writes, and a mapping that was unmapped while
-//!   a lock in it was still (leakily) held is never touched.
+//!   an entry's `next` cannot steer this thread's writes. The kernel's walk at the thread's
+//!   death does read every linked entry, so no lock's memory goes away while a thread of this
+//!   process holds it: a region keeps its mapping then (`Region`'s `Drop`), and a dropped
+//!   `RawSharedMutex` is unlocked, or the process aborts (its `Drop`).
 //!
 //! Only the kernel, walking the list at the thread's death, follows `E.next`: a hostile peer
 //! that rewrites it can make the walk skip this thread's later entries or visit other memory of

@@ -9,7 +9,7 @@
 //! | file         | type           | word                                                    |
 //! |--------------|----------------|---------------------------------------------------------|
 //! | `mutex.rs`   | [`RawMutex`]   | one of five states: free, held, held with sleepers, asked for by a woken waiter, handed over |
-//! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and three waiting / phase bits |
+//! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and seven waiting, phase and hand-off bits |
 //! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
 //! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
 //! | `semaphore.rs` | [`RawSemaphore`] | free permits and a waiters bit                          |

@@ -8,7 +8,7 @@
 //! | field             | bits | meaning | set by | cleared by |
 //! |-------------------|------|---------|--------|------------|
 //! | `WRITERS_WAITING` | 0    | writers (or the upgrader) sleep on the word, or are about to; no reader may take the lock but in a read phase | a writer or upgrader about to sleep; a writer taking the lock after it slept | an unlock that leaves the lock free and keeps it for no writer (it wakes one); a timed writer or upgrader giving up (which wakes every sleeper with it) |
-//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | a write unlock or downgrade that wakes every reader; the upgradable read leaving (released, or downgraded to a plain read) while no writer waits, which wakes every reader too (a read unlock that wakes them otherwise leaves it, stale) |
+//! | `READERS_WAITING` | 1    | readers or upgradable readers sleep on the word, or are about to | a reader about to sleep | a write unlock or downgrade that wakes every reader; the upgradable read leaving (released, or downgraded to a plain read) while no writer waits or spins, which wakes every reader too (a read unlock that wakes them otherwise leaves it, stale) |
 //! | `READ_PHASE`      | 2    | readers woken from a sleep may take the lock although writers wait; no writer may | a fair write unlock (`write_unlock_fair`, or a plain one the fairness policy makes fair) that woke untimed readers; a downgrade while readers and writers wait | the read unlock that leaves no reader; an upgrade |
 //! | `UPGRADABLE`      | 3    | one of the readers holds the upgradable read: no other thread may take an upgradable read | a thread taking an upgradable read; a downgrade to one | its unlock, downgrade to a plain read, or upgrade |
 //! | `UPGRADING`       | 4    | the upgradable reader sleeps until it is the only reader, or is about to | the upgradable reader about to sleep in an upgrade | its upgrade; its giving up (with `WRITERS_WAITING`, waking every sleeper) |
@@ -83,10 +83,10 @@
 //!    only if that wake found one does it set `HANDED`, keeping the lock; it then wakes once
 //!    more, by address, in case the writer looked before `HANDED` was set and slept again. Only
 //!    an untimed writer woken from a sleep (not one whose wait found the word changed) claims a
-//!    handed lock (taking it with
-//!    `WRITERS_WAITING`); the woken one never gives up, so it claims it unless another such
-//!    writer did first, and then it sleeps again on a word that holds a plain write lock. A
-//!    running thread that has not slept never takes a handed lock: it sees it write-locked.
+//!    handed lock (taking it with `WRITERS_WAITING`); the woken one never gives up, so it
+//!    claims it unless another such writer did first, and then it sleeps again on a word that
+//!    holds a plain write lock. A running thread that has not slept never takes a handed lock:
+//!    it sees it write-locked.
 //!
 //! ## Transitions
 //!
@@ -99,15 +99,16 @@
 //!   read phase is open; while readers hold it and nobody waits, set `WRITER_SPINNING` first
 //!   (invariant 7); spin while nobody waits; then set `WRITERS_WAITING` in place of
 //!   `WRITER_SPINNING` and sleep.
-//! * **read unlock**: one atomic subtraction, unless a read phase is open or writers wait: then
+//! * **read unlock**: one atomic subtraction (a CAS for the upgradable read, which clears
+//!   `UPGRADABLE`), unless a read phase is open or writers wait: then
 //!   the last reader out closes the phase and hands to a writer (invariant 3).
 //! * **write unlock**: one CAS to 0, unless threads wait. A fair unlock (`write_unlock_fair`,
 //!   or a plain one the fairness policy makes fair) opens a read phase if readers wait
 //!   (invariant 4), else hands the lock to a writer (invariant 8); any other wakes one writer
 //!   if writers wait, else every reader.
 //! * **downgrade**: the writer becomes a reader (or the upgradable reader) and wakes the
-//!   waiting readers, in a read phase if writers wait (this reader's unlock closes it at the
-//!   latest).
+//!   waiting readers, in a read phase if writers wait too (this reader's unlock closes it at
+//!   the latest).
 //! * **upgradable read**: as a read, and only while `UPGRADABLE` is clear, which it sets.
 //!   Its unlock is a read unlock that clears `UPGRADABLE` and, if readers wait and no writer
 //!   does, `READERS_WAITING` in the same CAS, then wakes every reader; so is its downgrade to a
