@@ -32,12 +32,14 @@
 //!    respect to threads going to sleep: the writers still waiting set it again. Untimed
 //!    writers never give up.
 //! 3. **Writers do not starve.** While `WRITERS_WAITING` is set, readers take the lock only in
-//!    a read phase, which admits only readers that were asleep when it opened. The last reader
+//!    a read phase, which admits only readers woken from a sleep in their wait. The last reader
 //!    out wakes one writer *while it still holds its read lock*, and keeps `WRITERS_WAITING`
 //!    set for it only if it woke one, so that no reader slips in while that writer wakes (a
 //!    timed one gives up only through invariant 2); it wakes once more after its release, by
 //!    address, in case the writer looked too early and slept again. If it woke none, it clears
-//!    the bit and wakes a writer that may have begun to sleep since, or the readers. A write
+//!    the bit and wakes a writer that may have begun to sleep since, or the readers. (A writer
+//!    that sets the bit after the last reader's look and before its subtraction is woken by
+//!    address, and its sleep, on a count that has changed, returns at once.) A write
 //!    unlock that is not fair does not keep the lock for the next writer: it clears the bit and
 //!    wakes one, and readers that arrive first take the lock, after which the writer waits only
 //!    for them (a fair one hands off, invariant 8).
@@ -60,7 +62,7 @@
 //!    own) and is woken with every reader, or by the release of `UPGRADABLE` if no writer waits
 //!    (which clears `READERS_WAITING` and wakes every reader, so that the next release of the
 //!    upgradable read does not wake again, finding nobody). (With writers waiting it could come
-//!    in only through a read phase, which admits only readers that slept when it opened: it
+//!    in only through a read phase, which admits only readers woken from a sleep in their wait: it
 //!    waits for the readers' turn of invariant 4, else upgradable readers passing the
 //!    upgradable read on would hold a phase open for ever.) An upgrade waits for the count to
 //!    fall to one, itself: no writer can take the lock meanwhile (the count is not zero), nor
@@ -69,7 +71,8 @@
 //!    alone (2 to 1) wakes it. It takes the lock with `READ_PHASE` cleared (it is the phase's
 //!    last reader) and `WRITERS_WAITING` kept, since writers may sleep too.
 //! 7. **`WRITER_SPINNING` never outlives its spinners, and nobody owes a wake for it.** It is
-//!    set only while readers hold the lock and no waiting bit is set, by a thread in a writer's
+//!    set only while readers hold the lock and no waiting bit is set (`UPGRADING` aside: its
+//!    upgrader is woken by the read unlock that leaves it alone), by a thread in a writer's
 //!    or upgrader's spin, and that thread's next step out of the spin (taking the lock, or
 //!    going to sleep, which a timed one's giving up passes through) is a CAS of the word that
 //!    clears it, unless another writer's did first: while it is set, a spinning writer or
@@ -187,7 +190,7 @@ fn write_lockable(state: u32) -> bool {
 /// Whether the release of the upgradable read, from the word `before` it, should wake the
 /// readers (clearing `READERS_WAITING`, see [`without`]): if they sleep and upgradable readers
 /// may take it now. With writers waiting they may not, but in a read phase; and a phase admits
-/// only readers that slept when it opened, so they wait for the wake that comes with the
+/// only readers woken from a sleep in their wait, so they wait for the wake that comes with the
 /// writers' turn (invariant 6). Behind a spinning writer they wait for its unlock's wake, or for
 /// the one that comes with `WRITERS_WAITING` (invariant 7).
 fn upgradable_readers_may_come(before: u32) -> bool {
