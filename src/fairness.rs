@@ -14,9 +14,9 @@
 //! wait first. An untimed waiter woken from a sleep by a futex wake (a wait that found the
 //! word changed does not count) that finds the lock taken asks for it: it writes `ASKED` and
 //! its ticket into the word (`src/raw/mutex.rs`), or puts its ticket in place of a younger
-//! asker's. The next unlock hands the lock over (`HANDED` and the same ticket) and wakes the
-//! askers that sleep (the one named among them, in case it sleeps): it claims the lock, unless an older woken waiter gets
-//! there first and claims it instead (the one named then asks again). A younger woken waiter
+//! asker's. The next unlock hands the lock over (`HANDED` and the same ticket) and wakes every
+//! asker that sleeps, the one named among them: it claims the lock, unless an older woken
+//! waiter gets there first and claims it instead (the one named then asks again). A younger woken waiter
 //! that finds an older one asking, or the lock handed to an older one, sleeps again in the
 //! kernel's queue like any sleeper; its age counts again once it is woken. The asker spins for
 //! the hand-off before it sleeps again, so a hand-off usually costs no wake-up's latency.

@@ -1084,7 +1084,7 @@ fn a_shared_mutex_dropped_while_held() {
     let typed = Box::new(SharedMutex::new(7u32));
     std::mem::forget(typed.lock().unwrap());
     drop(typed);
-    // A mutex this thread holds again after the drops is linked once, and unlocks cleanly.
+    // The thread's robust list still works after the drops: a fresh mutex locks and unlocks.
     let again = RawSharedMutex::new();
     assert_eq!(again.lock(), Ok(futexkit::raw::Acquired::Consistent));
     // SAFETY: locked just above.

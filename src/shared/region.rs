@@ -420,7 +420,7 @@ impl Region {
         let ours = sys::process::thread_ids();
         // The object at each entry was checked when the table was read (kind, bounds,
         // alignment, size), and each of these types starts with its raw lock, all atomics.
-        let mut holders = self.entries.iter().flat_map(|entry| {
+        let mut locks = self.entries.iter().flat_map(|entry| {
             let at = self.base.wrapping_add(entry.offset as usize);
             let words: Box<dyn Iterator<Item = &RawSharedMutex>> =
                 match ObjectKind::from_code(entry.kind) {
@@ -446,12 +446,9 @@ impl Region {
                     }
                     _ => Box::new(core::iter::empty()),
                 };
-            words.filter_map(RawSharedMutex::holder)
+            words
         });
-        match ours {
-            Some(ours) => holders.any(|tid| ours.contains(&tid)),
-            None => holders.next().is_some(),
-        }
+        locks.any(|lock| lock.held_by_one_of(ours.as_deref()))
     }
 
     /// Copies the header and the object table out of the mapping and checks them.

@@ -215,9 +215,7 @@ impl Drop for RawSharedMutex {
         if robust::holds(&self.robust) {
             // SAFETY: this thread holds the lock, and `self` stays valid until `drop` returns.
             unsafe { self.unlock() };
-        } else if crate::futex::sys::process::thread_ids()
-            .map_or(true, |ours| ours.contains(&holder))
-        {
+        } else if self.held_by_one_of(crate::futex::sys::process::thread_ids().as_deref()) {
             eprintln!(
                 "futexkit: a RawSharedMutex was dropped while thread {holder} of this process \
                  holds it (a leaked guard); its robust-list entry would point into freed memory"
@@ -360,6 +358,13 @@ impl RawSharedMutex {
             0 | NOT_RECOVERABLE => None,
             tid => Some(tid),
         }
+    }
+
+    /// Whether a thread of this process holds the lock, as far as `ours` (this process's thread
+    /// ids, `None` where they cannot be read: then any holder counts) tells.
+    pub(crate) fn held_by_one_of(&self, ours: Option<&[u32]>) -> bool {
+        self.holder()
+            .is_some_and(|tid| ours.map_or(true, |ours| ours.contains(&tid)))
     }
 
     /// Whether the lock can never be taken again.
