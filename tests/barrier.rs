@@ -54,6 +54,29 @@ fn many_threads_few_rounds() {
     rounds(32, 20);
 }
 
+/// More threads than parties, as std allows: every 2 arrivals on a barrier of 2 make a
+/// generation, so 8 threads each waiting once all pass, 4 of them as leaders. Batches reuse one
+/// barrier, so its generations count on across them.
+#[test]
+fn more_threads_than_parties_all_pass_in_pairs() {
+    const THREADS: usize = 8;
+    let barrier = Arc::new(Barrier::new(2));
+    for _ in 0..1000 {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let barrier = Arc::clone(&barrier);
+                thread::spawn(move || barrier.wait().is_leader())
+            })
+            .collect();
+        let leaders = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|&leader| leader)
+            .count();
+        assert_eq!(leaders, THREADS / 2);
+    }
+}
+
 #[test]
 fn zero_and_one_party_barriers_release_at_once_as_leaders() {
     assert!(Barrier::new(0).wait().is_leader());

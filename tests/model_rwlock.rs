@@ -427,3 +427,23 @@ fn barrier_rounds_have_one_leader_each() {
         assert_eq!(shared.2.load(Ordering::Relaxed), rounds);
     });
 }
+
+/// Four threads on a barrier of two, as std allows: two generations, each with one leader, and
+/// every thread released (an arrival racing the leader belongs to the next generation).
+#[test]
+fn a_barrier_with_more_threads_than_parties_releases_them_in_pairs() {
+    check(2, || {
+        let shared = Arc::new((Barrier::new(2), AtomicUsize::new(0)));
+        let jobs: Vec<Box<dyn FnOnce(&(Barrier, AtomicUsize)) + Send>> = (0..4)
+            .map(|_| {
+                Box::new(|(barrier, leaders): &(Barrier, AtomicUsize)| {
+                    if barrier.wait().is_leader() {
+                        leaders.fetch_add(1, Ordering::Relaxed);
+                    }
+                }) as Box<dyn FnOnce(&(Barrier, AtomicUsize)) + Send>
+            })
+            .collect();
+        in_threads(&shared, jobs);
+        assert_eq!(shared.1.load(Ordering::Relaxed), 2);
+    });
+}

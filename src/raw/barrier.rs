@@ -3,27 +3,32 @@
 //!
 //! ## State
 //!
-//! | field      | bits | meaning | changed by |
-//! |------------|------|---------|------------|
-//! | arrived    | 0-29 | threads that have called `wait` in this generation | each arrival adds 1; the last one sets it back to 0 |
-//! | `SLEEPERS` | 30   | some arrival of this generation sleeps on the word, or is about to | set by an arrival before it sleeps; cleared by the leader |
-//! | generation | 31   | flips when a generation completes | the last arrival (the leader) |
+//! | field      | bits  | meaning | changed by |
+//! |------------|-------|---------|------------|
+//! | arrived    | 0-21  | threads that have called `wait` in this generation | each arrival adds 1; the last one sets it back to 0 |
+//! | `SLEEPERS` | 22    | some arrival of this generation sleeps on the word, or is about to | set by an arrival before it sleeps; cleared by the leader |
+//! | generation | 23-31 | counts completed generations, modulo 2^9 | the last arrival (the leader) adds 1 |
 //!
 //! Beside the word, `parties`: how many threads make a generation.
 //!
 //! ## Protocol
 //!
-//! * **wait**: add 1 (one atomic add; its result says who arrived last). The last of `parties`
-//!   arrivals is the leader: it swaps in the next generation with no arrivals and no
-//!   `SLEEPERS`, and if `SLEEPERS` was set wakes every sleeper, by address (a released thread
-//!   may free the barrier by then). Every other arrival waits until the generation bit differs
-//!   from the one it arrived in: it sets `SLEEPERS` (a CAS that fails once the generation has
-//!   flipped) and sleeps on the word. The leader's swap and the sleeper's CAS are ordered on
-//!   the word: either the CAS comes first and the leader sees the bit and wakes, or it fails.
-//! * One bit of generation is enough: a generation cannot complete without every thread of the
-//!   one before it having left `wait`'s arrival, so a sleeper never sees its own generation
-//!   come round again. A barrier of 0 or 1 parties releases every caller at once, each as
-//!   leader, as std's does.
+//! * **wait**: one CAS that either counts the arrival or, for the last of `parties`, closes
+//!   the generation: that arrival (the leader) writes the next generation with no arrivals and
+//!   no `SLEEPERS` in the same step, so a thread arriving after it is counted in the next
+//!   generation, never in the closed one (with more threads than `parties` that happens). If
+//!   `SLEEPERS` was set the leader wakes every sleeper, by address (a released thread may free
+//!   the barrier by then). Every other arrival waits until the generation differs from the one
+//!   it arrived in: it sets `SLEEPERS` (a CAS that fails once the generation has moved on) and
+//!   sleeps on the word. The leader's CAS and the sleeper's CAS are ordered on the word: either
+//!   the sleeper's comes first and the leader sees the bit and wakes, or it fails.
+//! * Nine bits of generation: a waiter that is not running while its generation completes
+//!   looks again when it runs, and is stranded only if exactly a multiple of 512 generations
+//!   completed meanwhile, every one without it. With no more threads than `parties` a
+//!   generation cannot complete without every thread of the one before it, so it never
+//!   happens; with more, 512 whole generations would have to pass while one thread waits to
+//!   be scheduled. A barrier of 0 or 1 parties releases every caller at once, each as leader,
+//!   as std's does.
 //! * A waiter may spin before it sets `SLEEPERS`; how long, and whether at all, is the spin
 //!   policy's decision (`crate::spin::spin_for_arrivals`). A spin only looks at the word. The
 //!   leader tells the policy how many sleepers its release woke (`crate::spin::notified`), as a
@@ -34,9 +39,11 @@ use core::fmt;
 use crate::atomic::Ordering;
 use crate::futex::Futex;
 
-const ARRIVED: u32 = (1 << 30) - 1;
-const SLEEPERS: u32 = 1 << 30;
-const GENERATION: u32 = 1 << 31;
+const ARRIVED: u32 = (1 << 22) - 1;
+const SLEEPERS: u32 = 1 << 22;
+/// The lowest bit of the generation field; adding it moves to the next generation, wrapping.
+const ONE_GENERATION: u32 = 1 << 23;
+const GENERATION: u32 = !(ARRIVED | SLEEPERS);
 
 /// A barrier for `parties` threads: one futex word and the party count. Its protocol and state
 /// table are at the top of `src/raw/barrier.rs`.
@@ -69,8 +76,9 @@ impl RawBarrier {
         /// A barrier that releases its waiters each time `parties` of them have called
         /// [`wait`](RawBarrier::wait). With 0 or 1 parties, `wait` returns at once.
         ///
-        /// More than 2^30 - 1 parties cannot be waited for (no system runs that many threads):
-        /// such a barrier never releases, as it could not in std either.
+        /// More than 2^22 - 1 parties cannot be waited for (Linux runs fewer threads: its
+        /// `pid_max` is at most 2^22): such a barrier never releases, as it could not in std
+        /// either.
         #[must_use]
         pub const fn new(parties: usize) -> RawBarrier {
             RawBarrier {
@@ -86,20 +94,33 @@ impl RawBarrier {
         if self.parties <= 1 {
             return true;
         }
-        let before = self.state.fetch_add(1, Ordering::AcqRel);
-        let generation = before & GENERATION;
-        let arrived = (before & ARRIVED) as usize + 1;
-        if arrived == self.parties {
-            // The leader: every other arrival of this generation is in `wait`, and can only set
-            // SLEEPERS until this swap releases them.
-            let before = self.state.swap(generation ^ GENERATION, Ordering::AcqRel);
-            if before & SLEEPERS == 0 {
-                crate::spin::notified(0);
-            } else if let Ok(woken) = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32) {
-                crate::spin::notified(woken);
+        let mut state = self.state.load(Ordering::Relaxed);
+        let generation = loop {
+            let generation = state & GENERATION;
+            let last = (state & ARRIVED) as usize + 1 == self.parties;
+            let next = if last {
+                generation.wrapping_add(ONE_GENERATION)
+            } else {
+                state + 1
+            };
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) if last => {
+                    // The leader: every other arrival of this generation is in `wait`, and
+                    // could only set SLEEPERS until this CAS released them.
+                    if state & SLEEPERS == 0 {
+                        crate::spin::notified(0);
+                    } else if let Ok(woken) = Futex::wake_at(self.state.as_ptr(), i32::MAX as u32) {
+                        crate::spin::notified(woken);
+                    }
+                    return true;
+                }
+                Ok(_) => break generation,
+                Err(now) => state = now,
             }
-            return true;
-        }
+        };
         let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
         crate::spin::spin_for_arrivals(self.parties, released);
         super::sleep_until(&self.state, SLEEPERS, None, |state| {

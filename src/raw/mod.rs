@@ -11,7 +11,7 @@
 //! | `mutex.rs`   | [`RawMutex`]   | one of five states: free, held, held with sleepers, asked for by a woken waiter, handed over |
 //! | `rwlock.rs`  | [`RawRwLock`]  | reader count (all ones: a writer) and seven waiting, phase and hand-off bits |
 //! | `condvar.rs` | [`RawCondvar`] | a notify sequence, beside a count of sleepers            |
-//! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation bit            |
+//! | `barrier.rs` | [`RawBarrier`] | arrivals, a sleepers bit and a generation count          |
 //! | `semaphore.rs` | [`RawSemaphore`] | free permits and a waiters bit                          |
 //! | `latch.rs`   | [`RawLatch`]   | a count down to zero and a waiters bit                   |
 //! | `event.rs`   | [`RawEvent`]   | a set bit, a waiters bit and a generation                |
