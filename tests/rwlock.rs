@@ -568,3 +568,26 @@ fn bounded_reads_fail_at_the_reader_limit() {
     }
     assert!(raw.try_write());
 }
+
+/// A timed writer that gives up clears its waiting bit, which keeps readers out, even where the
+/// kernel refuses it `FUTEX_WAKE_OP` (a sandbox's seccomp policy): a reader arriving after it
+/// gets in beside the reader that held the lock all along.
+#[test]
+fn a_writer_giving_up_lets_readers_in_where_futex_wake_op_is_refused() {
+    use futexkit::raw::RawRwLock;
+    use futexkit_support::seccomp::without_futex_wake_op;
+
+    let lock = RawRwLock::new();
+    lock.read();
+    let gave_up = without_futex_wake_op(|| !lock.try_write_for(Duration::from_millis(50)));
+    assert!(gave_up, "a reader holds the lock");
+    assert!(
+        lock.try_read_for(Duration::from_secs(60)),
+        "no writer waits any more"
+    );
+    // SAFETY: two reads taken above, by this thread.
+    unsafe {
+        lock.read_unlock();
+        lock.read_unlock();
+    }
+}

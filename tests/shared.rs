@@ -1111,3 +1111,88 @@ fn a_shared_mutex_dropped_while_held() {
         "{stderr}"
     );
 }
+
+/// Where the kernel refuses `FUTEX_WAKE_OP` to a thread (a sandbox's seccomp policy), the
+/// shared Condvar's notify and the shared Barrier's release still reach their sleeper: the
+/// change is made by an atomic RMW and the wake is a plain one.
+mod without_futex_wake_op {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use futexkit::futex::Deadline;
+    use futexkit::raw::{RawSharedBarrier, RawSharedCondvar, RawSharedMutex};
+    use futexkit_support::blocked::spawn_blocked;
+    use futexkit_support::seccomp::without_futex_wake_op;
+
+    use super::HANG;
+
+    #[test]
+    fn a_condvar_notify_wakes_its_sleeper() {
+        let shared = Arc::new((
+            RawSharedMutex::new(),
+            RawSharedCondvar::new(),
+            AtomicBool::new(false),
+        ));
+        let waiter = spawn_blocked({
+            let shared = Arc::clone(&shared);
+            move || {
+                let (mutex, condvar, ready) = &*shared;
+                mutex.lock().unwrap();
+                let deadline = Deadline::after(HANG);
+                let mut notified = true;
+                while notified && !ready.load(Ordering::Relaxed) {
+                    // SAFETY: this thread holds `mutex`; both live in `shared`, alive here.
+                    let (_, timed_out) = unsafe { condvar.wait(mutex, Some(deadline)) }.unwrap();
+                    notified = !timed_out;
+                }
+                // SAFETY: held again after the wait.
+                unsafe { mutex.unlock() };
+                notified
+            }
+        });
+        without_futex_wake_op({
+            let shared = Arc::clone(&shared);
+            move || {
+                let (mutex, condvar, ready) = &*shared;
+                mutex.lock().unwrap();
+                ready.store(true, Ordering::Relaxed);
+                // SAFETY: held just above.
+                unsafe { mutex.unlock() };
+                condvar.notify_one();
+            }
+        });
+        assert!(waiter.join().unwrap(), "the notify reached the sleeper");
+    }
+
+    #[test]
+    fn a_barrier_round_releases_its_sleeper() {
+        let barrier = Arc::new(RawSharedBarrier::new(2));
+        let sleeper = spawn_blocked({
+            let barrier = Arc::clone(&barrier);
+            move || {
+                let party = barrier.join().unwrap();
+                // SAFETY: this thread joined as `party`; `barrier` is alive here.
+                let led = unsafe { barrier.wait(party, Some(Deadline::after(HANG))) };
+                // SAFETY: joined as `party`, not left.
+                unsafe { barrier.leave(party) };
+                led
+            }
+        });
+        without_futex_wake_op({
+            let barrier = Arc::clone(&barrier);
+            move || {
+                let party = barrier.join().unwrap();
+                // SAFETY: as above.
+                let led = unsafe { barrier.wait(party, Some(Deadline::after(HANG))) };
+                assert_eq!(led, Ok(true), "the last arrival leads");
+                // SAFETY: joined as `party`, not left.
+                unsafe { barrier.leave(party) };
+            }
+        });
+        assert_eq!(
+            sleeper.join().unwrap(),
+            Ok(false),
+            "released, not timed out"
+        );
+    }
+}

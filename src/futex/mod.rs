@@ -470,6 +470,28 @@ impl<S: Scope> Futex<S> {
         self.apply_and_wake(WakeOp::new(kind, arg, WakeOpCmp::Eq, 0)?, n)
     }
 
+    /// [`update_and_wake`](Futex::update_and_wake) where the kernel takes `FUTEX_WAKE_OP`;
+    /// where it refuses it (a seccomp policy, a kernel or emulator without it), the same change
+    /// as an atomic RMW with release ordering, then a wake of up to `n` by address. Either way
+    /// no waiter is left asleep on the old value; only the fallback leaves a window in which a
+    /// thread that dies has changed the word and woken nobody. Returns how many were woken.
+    /// `arg` must be one `update_and_wake` takes (under 2048): the callers' constants.
+    pub(crate) fn change_and_wake(&self, kind: WakeOpKind, arg: u32, n: u32) -> usize {
+        debug_assert!(arg < 2048, "not a FUTEX_WAKE_OP operand: {arg}");
+        if let Ok(woken) = self.update_and_wake(kind, arg, n) {
+            return woken;
+        }
+        let order = crate::atomic::Ordering::Release;
+        match kind {
+            WakeOpKind::Set => self.word.swap(arg, order),
+            WakeOpKind::Add => self.word.fetch_add(arg, order),
+            WakeOpKind::Or => self.word.fetch_or(arg, order),
+            WakeOpKind::AndNot => self.word.fetch_and(!arg, order),
+            WakeOpKind::Xor => self.word.fetch_xor(arg, order),
+        };
+        Futex::wake_at(self, n).unwrap_or(0)
+    }
+
     /// Stores `value` and wakes up to `n` waiters of this word in one `FUTEX_WAKE_OP`, as
     /// [`update_and_wake`](Futex::update_and_wake) does for its operations: a thread that dies
     /// around the call either did both or neither. `value` must be one the kernel's operand

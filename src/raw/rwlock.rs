@@ -999,9 +999,8 @@ impl RawRwLock {
             // keeps readers out, and wakes every sleeper in the same atomic step; writers (and
             // an upgrader) still waiting set it again. (This thread is still in a call on the
             // lock, or holds the upgradable read: the word is alive.)
-            let _ =
-                self.state
-                    .update_and_wake(WakeOpKind::AndNot, who.waiting_bits(), i32::MAX as u32);
+            self.state
+                .change_and_wake(WakeOpKind::AndNot, who.waiting_bits(), i32::MAX as u32);
         }
         taken
     }

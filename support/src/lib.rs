@@ -31,4 +31,6 @@ pub mod report;
 #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod rwlock;
 #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
+pub mod seccomp;
+#[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 pub mod shared;

@@ -289,12 +289,10 @@ impl RawSharedBarrier {
         // Wrapping: a peer may have written any count.
         if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) >= parties as u32 {
             self.arrived.store(0, Ordering::Relaxed);
-            let released =
+            let woken =
                 self.generation
-                    .update_and_wake(WakeOpKind::Xor, ROUND_PARITY, i32::MAX as u32);
-            if let Ok(woken) = released {
-                crate::spin::notified(woken);
-            }
+                    .change_and_wake(WakeOpKind::Xor, ROUND_PARITY, i32::MAX as u32);
+            crate::spin::notified(woken);
             return Ok(true);
         }
         let round_over = |now: u32| (now ^ seen) & ROUND_PARITY != 0;

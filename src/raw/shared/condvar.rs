@@ -119,9 +119,10 @@ impl RawSharedCondvar {
         if self.sleepers.load(Ordering::Relaxed) == 0 {
             self.seq.fetch_add(1, Ordering::Release);
             crate::spin::notified(0);
-        } else if let Ok(woken) = self.seq.update_and_wake(WakeOpKind::Add, 1, n) {
-            // One kernel call added 1 and woke: a notifier that dies in it did both or neither.
+        } else {
+            // One kernel call adds 1 and wakes: a notifier that dies in it did both or neither.
             // The woken stop counting now: they do not take their counts back themselves.
+            let woken = self.seq.change_and_wake(WakeOpKind::Add, 1, n);
             self.sleepers.fetch_sub(woken as u32, Ordering::Relaxed);
             crate::spin::notified(woken);
         }
