@@ -597,3 +597,37 @@ fn a_look_at_a_shared_mutex_whose_owner_died_leaves_no_hold_behind() {
     .unwrap();
     assert!(violations_at(first, then).is_empty());
 }
+
+/// A shared RwLock's `try_write` leaves no hold of its writer's word recorded once unlocked.
+/// That word is a `RawSharedMutex` at the lock's first byte (the documented layout), which a
+/// peer may lock as one: had the hold stayed, the other lock this thread takes next would be
+/// ordered after the word, and a thread taking the other lock and then the word would be
+/// reported as an inversion.
+#[test]
+fn a_shared_try_write_leaves_no_hold_behind() {
+    use futexkit::raw::{RawSharedMutex, RawSharedRwLock};
+    let lock: &'static RawSharedRwLock = Box::leak(Box::new(RawSharedRwLock::new()));
+    // SAFETY: the writer's word, a RawSharedMutex, opens the lock's memory, which is leaked.
+    let writer_word: &'static RawSharedMutex =
+        unsafe { RawSharedMutex::from_ptr((lock as *const RawSharedRwLock).cast()) };
+    let other: &'static Mutex<u32> = Box::leak(Box::new(Mutex::new(0)));
+    std::thread::spawn(move || {
+        lock.try_write().unwrap();
+        // SAFETY: taken just above.
+        unsafe { lock.write_unlock() };
+        drop(other.lock().unwrap());
+    })
+    .join()
+    .unwrap();
+    let (first, then) = std::thread::spawn(move || {
+        let (_other, first) = (other.lock().unwrap(), here());
+        let (taken, then) = (writer_word.lock(), here());
+        taken.unwrap();
+        // SAFETY: taken just above.
+        unsafe { writer_word.unlock() };
+        (first, then)
+    })
+    .join()
+    .unwrap();
+    assert!(violations_at(first, then).is_empty());
+}

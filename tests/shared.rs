@@ -1196,3 +1196,54 @@ mod without_futex_wake_op {
         );
     }
 }
+
+/// A reader that found every slot taken waits for the slot its thread id picks, but gets in
+/// when any slot frees: here every slot but that one.
+#[test]
+fn a_reader_waiting_for_a_slot_takes_another_that_frees() {
+    use futexkit::raw::RawSharedRwLock;
+    use futexkit_support::blocked::{gettid, wait_until_blocked};
+    use std::sync::mpsc::channel;
+
+    let lock = RawSharedRwLock::new();
+    std::thread::scope(|s| {
+        let mut holders = Vec::new();
+        for _ in 0..READER_SLOTS {
+            let (slot_tx, slot_rx) = channel();
+            let (release_tx, release_rx) = channel::<()>();
+            let lock = &lock;
+            s.spawn(move || {
+                let (slot, _) = lock.read().unwrap();
+                slot_tx.send(slot.index()).unwrap();
+                release_rx.recv().unwrap();
+                // SAFETY: this thread holds that read lock.
+                unsafe { lock.read_unlock(slot) };
+            });
+            holders.push((slot_rx.recv().unwrap(), release_tx));
+        }
+        let (tid_tx, tid_rx) = channel();
+        let lock = &lock;
+        let late = s.spawn(move || {
+            tid_tx.send(gettid()).unwrap();
+            let got = lock.try_read_until(futexkit::futex::Deadline::after(HANG));
+            got.map(|(slot, _)| {
+                // SAFETY: this thread holds that read lock.
+                unsafe { lock.read_unlock(slot) };
+            })
+        });
+        let tid = tid_rx.recv().unwrap();
+        wait_until_blocked(tid);
+        // The slot the late reader waits for, which its thread id picks.
+        let its_first = tid as usize % READER_SLOTS;
+        let mut kept = None;
+        for (slot, release) in holders {
+            if slot == its_first {
+                kept = Some(release);
+            } else {
+                release.send(()).unwrap();
+            }
+        }
+        assert_eq!(late.join().unwrap(), Ok(()), "the late reader got a slot");
+        kept.expect("every slot was held").send(()).unwrap();
+    });
+}

@@ -89,7 +89,7 @@ const RECHECK: Duration = Duration::from_millis(100);
 /// When a sleep for the word ends without a wake: at `deadline`, or at the next `RECHECK` if
 /// that is sooner. Untimed where `deadline` is none under a model checker, where nobody dies
 /// and a recheck would hide a lost wakeup.
-fn recheck_by(deadline: Option<Deadline>) -> Option<Deadline> {
+pub(crate) fn recheck_by(deadline: Option<Deadline>) -> Option<Deadline> {
     if MODEL_CHECKED {
         return deadline;
     }

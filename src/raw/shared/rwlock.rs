@@ -41,7 +41,7 @@ use crate::atomic::{fence, Ordering};
 use crate::deadlock::{Mode, Target, Wait};
 use crate::futex::robust;
 use crate::futex::Deadline;
-use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
+use crate::raw::shared::mutex::{owner, recheck_by, NOT_RECOVERABLE};
 use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
 
 /// Readers that can hold a [`RawSharedRwLock`] at once without waiting for a slot.
@@ -62,6 +62,13 @@ struct Slot {
 /// A reader's slot, which its read unlock gives back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReaderSlot(usize);
+
+impl ReaderSlot {
+    /// The slot's index, 0 to [`READER_SLOTS`] - 1.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
 
 /// A process-shared, robust reader-writer lock without data (`#[repr(C)]`, 64-aligned, one
 /// cache line per word: the writer's and [`READER_SLOTS`] readers'). Its state table is at the
@@ -299,30 +306,37 @@ impl RawSharedRwLock {
         }
     }
 
-    /// Takes a free reader slot, trying each from `first`; if none is free, waits for `first`.
+    /// Takes a free reader slot, trying each from `first`; if none is free, waits for `first`
+    /// until the shared mutex's next recheck, then tries them all again (a slot other than
+    /// `first` may free meanwhile, and its release wakes only its own sleepers).
     fn take_slot(
         &self,
         first: usize,
         deadline: Option<Deadline>,
         try_only: bool,
     ) -> Result<usize, RawLockError> {
-        for i in 0..READER_SLOTS {
-            let index = (first + i) % READER_SLOTS;
-            let slot = &self.readers[index].lock;
-            match robust::acquire(slot.robust(), |tid| slot.take_now(tid, false)) {
-                Ok(_) => return Ok(index),
-                Err(RawLockError::WouldBlock) => {}
+        loop {
+            for i in 0..READER_SLOTS {
+                let index = (first + i) % READER_SLOTS;
+                let slot = &self.readers[index].lock;
+                match robust::acquire(slot.robust(), |tid| slot.take_now(tid, false)) {
+                    Ok(_) => return Ok(index),
+                    Err(RawLockError::WouldBlock) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            if try_only {
+                return Err(RawLockError::WouldBlock);
+            }
+            let slot = &self.readers[first].lock;
+            match robust::acquire(slot.robust(), |tid| {
+                slot.take_contended(tid, recheck_by(deadline), false)
+            }) {
+                Ok(_) => return Ok(first),
+                Err(RawLockError::TimedOut) if !deadline.is_some_and(|d| d.has_passed()) => {}
                 Err(err) => return Err(err),
             }
         }
-        if try_only {
-            return Err(RawLockError::WouldBlock);
-        }
-        let slot = &self.readers[first].lock;
-        robust::acquire(slot.robust(), |tid| {
-            slot.take_contended(tid, deadline, false)
-        })?;
-        Ok(first)
     }
 
     fn write_until(
@@ -332,7 +346,7 @@ impl RawSharedRwLock {
     ) -> Result<Acquired, RawLockError> {
         let writer = &self.writer.lock;
         let acquired = if try_only {
-            writer.try_lock()?
+            robust::acquire(writer.robust(), |tid| writer.take_now(tid, true))?
         } else {
             robust::acquire(writer.robust(), |tid| writer.take(tid, deadline))?
         };
