@@ -27,7 +27,9 @@
 //!    release. A writer waiting for a slot sleeps on it, and every slot release with
 //!    `WAITERS` wakes one sleeper: a reader waiting for that slot (all were taken), which takes
 //!    it, sees the writer and releases it, waking the next; or the writer, which does not take
-//!    the slot, so it passes the wake on to the next sleeper on that slot.
+//!    the slot, so it passes the wake on to the next sleeper on that slot. A reader waiting
+//!    for a slot sleeps on the one its thread id picks, and looks at every slot again at the
+//!    shared mutex's recheck: another slot's release wakes only that slot's sleepers.
 //! 4. **Deaths.** A dead reader's slot is freed by the kernel (`OWNER_DIED` in it is ignored:
 //!    readers change nothing), which wakes one sleeper on it (the writer, or a reader waiting
 //!    for the slot: either passes on as above). A dead writer's word gets `OWNER_DIED`: the
