@@ -1247,3 +1247,51 @@ fn a_reader_waiting_for_a_slot_takes_another_that_frees() {
         kept.expect("every slot was held").send(()).unwrap();
     });
 }
+
+/// A thread that holds a read lock and asks for another is refused, whichever slot it holds:
+/// here not the one its thread id picks, which is free when it asks again.
+#[test]
+fn a_second_read_by_one_thread_is_refused_whichever_slot_it_holds() {
+    use futexkit::raw::{RawLockError, RawSharedRwLock};
+    use futexkit_support::blocked::gettid;
+    use std::sync::mpsc::channel;
+
+    let lock = RawSharedRwLock::new();
+    let first = gettid() as usize % READER_SLOTS;
+    std::thread::scope(|s| {
+        let mut holders = std::collections::HashMap::new();
+        for _ in 0..READER_SLOTS {
+            let (slot_tx, slot_rx) = channel();
+            let (release_tx, release_rx) = channel::<()>();
+            let lock = &lock;
+            let handle = s.spawn(move || {
+                let (slot, _) = lock.read().unwrap();
+                slot_tx.send(slot.index()).unwrap();
+                release_rx.recv().unwrap();
+                // SAFETY: this thread holds that read lock.
+                unsafe { lock.read_unlock(slot) };
+            });
+            holders.insert(slot_rx.recv().unwrap(), (release_tx, handle));
+        }
+        // Frees `slot` and returns once it is free.
+        let mut release = |slot: usize| {
+            let (tx, handle) = holders.remove(&slot).unwrap();
+            tx.send(()).unwrap();
+            handle.join().unwrap();
+        };
+        let next = (first + 1) % READER_SLOTS;
+        release(next);
+        let (slot, _) = lock
+            .try_read_until(futexkit::futex::Deadline::after(HANG))
+            .unwrap();
+        assert_eq!(slot.index(), next, "the first free slot after its own");
+        release(first);
+        assert_eq!(lock.try_read(), Err(RawLockError::WouldDeadlock));
+        assert_eq!(lock.read(), Err(RawLockError::WouldDeadlock));
+        // SAFETY: this thread holds that read lock.
+        unsafe { lock.read_unlock(slot) };
+        for (tx, _) in holders.values() {
+            tx.send(()).unwrap();
+        }
+    });
+}

@@ -667,15 +667,17 @@ pub(crate) fn current_owner_id() -> Result<u32, Unsupported> {
 
 /// Whether this thread has `word` linked: it holds the lock.
 pub(crate) fn holds(word: &RobustWord) -> bool {
+    holds_any(|held| core::ptr::eq(held, word))
+}
+
+/// Whether this thread has a word linked for which `is_it` answers true, looking at the
+/// addresses only (a lock of several words asks for any of its own).
+pub(crate) fn holds_any(is_it: impl Fn(*const RobustWord) -> bool) -> bool {
     THREAD
         .try_with(|thread| {
             let chain = thread.chain.get();
             // SAFETY: as in `acquire`; a shared borrow for this look only.
-            !chain.is_null()
-                && unsafe { &*chain }
-                    .held
-                    .iter()
-                    .any(|h| core::ptr::eq(h.word, word))
+            !chain.is_null() && unsafe { &*chain }.held.iter().any(|h| is_it(h.word))
         })
         .unwrap_or(false)
 }

@@ -72,7 +72,7 @@ impl<T: Plain> SharedRwLock<T> {
     /// [`LockError::OwnerDied`] with the read guard: a writer died holding the lock and no
     /// writer has marked it consistent since, so the value may be half-updated (take the write
     /// lock to repair it). Otherwise [`LockError::NotRecoverable`],
-    /// [`LockError::WouldDeadlock`] (this thread holds the write lock),
+    /// [`LockError::WouldDeadlock`] (this thread holds a read or the write lock),
     /// [`LockError::Unsupported`], [`LockError::Futex`].
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> ReadResult<'_, T> {

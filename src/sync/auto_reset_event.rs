@@ -9,7 +9,7 @@ use crate::raw::RawSemaphore;
 /// An auto-reset event (Windows' auto-reset event object): a [`set`](AutoResetEvent::set)
 /// lets exactly one wait through, now or later, and the event resets as that wait returns.
 /// Sets do not add up: a set of a set event changes nothing, as a binary semaphore's post.
-/// One futex word beside a count of sleepers; std has none.
+/// One futex word (a permit count of 0 or 1 and a waiters bit); std has none.
 ///
 /// ```
 /// use futexkit::sync::AutoResetEvent;

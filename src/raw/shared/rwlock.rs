@@ -145,8 +145,8 @@ impl RawSharedRwLock {
     ///
     /// # Errors
     ///
-    /// As [`RawSharedMutex::lock`]; [`RawLockError::WouldDeadlock`] if this thread holds the
-    /// write lock.
+    /// As [`RawSharedMutex::lock`]; [`RawLockError::WouldDeadlock`] if this thread holds a
+    /// read lock or the write lock.
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn read(&self) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let read = || self.read_until(None, false);
@@ -275,6 +275,11 @@ impl RawSharedRwLock {
         try_only: bool,
     ) -> Result<(ReaderSlot, Acquired), RawLockError> {
         let first = robust::current_owner_id()? as usize % READER_SLOTS;
+        if self.holds_a_slot() {
+            // Whichever slot it holds: a second read would wait behind a writer that waits
+            // for the first.
+            return Err(RawLockError::WouldDeadlock);
+        }
         loop {
             let slot = self.take_slot(first, deadline, try_only)?;
             let taken = &self.readers[slot].lock;
@@ -306,6 +311,12 @@ impl RawSharedRwLock {
                 }
             }
         }
+    }
+
+    /// Whether this thread holds one of the reader slots.
+    fn holds_a_slot(&self) -> bool {
+        let slots = self.readers.as_ptr_range();
+        robust::holds_any(|word| slots.contains(&word.cast()))
     }
 
     /// Takes a free reader slot, trying each from `first`; if none is free, waits for `first`
