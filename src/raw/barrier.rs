@@ -122,7 +122,7 @@ impl RawBarrier {
             }
         };
         let released = || self.state.load(Ordering::Acquire) & GENERATION != generation;
-        crate::spin::spin_for_arrivals(self.parties, released);
+        crate::spin::spin_for_arrivals(self.parties, None, released);
         super::sleep_until(&self.state, SLEEPERS, None, |state| {
             state & GENERATION != generation
         });

@@ -159,7 +159,7 @@ impl<S: Scope> RawLatch<S> {
         let open = |word: u32| word & COUNT == 0;
         let count = self.word.load(Ordering::Acquire) & COUNT;
         if count == 0
-            || crate::spin::spin_for_arrivals(count as usize + 1, || {
+            || crate::spin::spin_for_arrivals(count as usize + 1, deadline, || {
                 open(self.word.load(Ordering::Acquire))
             })
         {

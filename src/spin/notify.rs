@@ -185,8 +185,12 @@ pub(crate) fn notified(woken: usize) {
 /// The spin of a barrier's waiter, waiting for the rest of `parties` to arrive:
 /// [`spin_for_notify`]'s, where all parties can run at once (no more of them than usable
 /// CPUs); else none, as the last arrival cannot come while the others spin on every CPU.
-pub(crate) fn spin_for_arrivals(parties: usize, done: impl FnMut() -> bool) -> bool {
-    parties <= machine().usable_cpus && spin_for_notify(None, done)
+pub(crate) fn spin_for_arrivals(
+    parties: usize,
+    deadline: Option<Deadline>,
+    done: impl FnMut() -> bool,
+) -> bool {
+    parties <= machine().usable_cpus && spin_for_notify(deadline, done)
 }
 
 #[cfg(test)]

@@ -296,7 +296,7 @@ impl RawSharedBarrier {
             return Ok(true);
         }
         let round_over = |now: u32| (now ^ seen) & ROUND_PARITY != 0;
-        if crate::spin::spin_for_arrivals(parties, || {
+        if crate::spin::spin_for_arrivals(parties, deadline, || {
             round_over(self.generation.load(Ordering::Acquire))
         }) {
             return Ok(false);
