@@ -42,3 +42,57 @@ fn a_set_releases_every_waiter() {
 fn a_timed_wait_races_the_set() {
     check(3, || setter_and_waiters(2, true));
 }
+
+/// A set of an event that is already set still publishes what its thread wrote before it: a
+/// thread that resets the event, finds nothing written and waits, is woken by that set or sees
+/// what it wrote.
+#[test]
+fn a_set_of_a_set_event_publishes_too() {
+    check(3, || {
+        let shared = Arc::new((RawEvent::new(true), AtomicUsize::new(0)));
+        in_threads(
+            &shared,
+            vec![
+                Box::new(|(event, written): &(RawEvent, AtomicUsize)| {
+                    written.store(1, Ordering::Relaxed);
+                    event.set();
+                }),
+                Box::new(|(event, written): &(RawEvent, AtomicUsize)| {
+                    event.reset();
+                    if written.load(Ordering::Relaxed) == 0 {
+                        assert!(event.wait(None));
+                        assert_eq!(written.load(Ordering::Relaxed), 1);
+                    }
+                }),
+            ],
+        );
+    });
+}
+
+/// The same for the auto-reset event: a set that finds it set already adds nothing, but what
+/// its thread wrote before is seen by the wait that consumes the set, or a later wait gets its
+/// own set.
+#[test]
+fn a_set_of_a_set_auto_reset_event_publishes_too() {
+    use futexkit::sync::AutoResetEvent;
+    check(3, || {
+        let shared = Arc::new((AutoResetEvent::new(false), AtomicUsize::new(0)));
+        in_threads(
+            &shared,
+            vec![
+                Box::new(|(event, written): &(AutoResetEvent, AtomicUsize)| {
+                    event.wait();
+                    if written.load(Ordering::Relaxed) == 0 {
+                        event.wait();
+                        assert_eq!(written.load(Ordering::Relaxed), 1);
+                    }
+                }),
+                Box::new(|(event, _): &(AutoResetEvent, AtomicUsize)| event.set()),
+                Box::new(|(event, written): &(AutoResetEvent, AtomicUsize)| {
+                    written.store(1, Ordering::Relaxed);
+                    event.set();
+                }),
+            ],
+        );
+    });
+}

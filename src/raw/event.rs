@@ -23,9 +23,10 @@
 //! ## Transitions
 //!
 //! * **set**: if `SET` is clear, one CAS to `SET` with the next generation and `WAITERS` clear,
-//!   then, if `WAITERS` was set, wake every sleeper by address. A `set` of a set event changes
-//!   nothing.
-//! * **reset**: clear `SET` (one atomic and).
+//!   then, if `WAITERS` was set, wake every sleeper by address. A `set` of a set event writes
+//!   the word back unchanged, a release like any `set`: a `reset` after it, an acquire, sees
+//!   what the setter did before (else the `set` came after the `reset` and sets the event).
+//! * **reset**: clear `SET` (one atomic and, an acquire).
 //! * **wait**: note the generation; return once `SET` is on or the generation moved; else set
 //!   `WAITERS` (CAS) and sleep on the word, giving up at the deadline.
 
@@ -95,14 +96,19 @@ impl<S: Scope> RawEvent<S> {
     pub fn set(&self) {
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
-            if word & SET != 0 {
-                return;
-            }
-            let next = (word & GENERATION).wrapping_add(GENERATION_ONE) | SET;
+            // A set of a set event writes the word unchanged, with release ordering, so that
+            // a reset after it (an acquire) sees what this thread wrote before, or else this
+            // set comes after the reset and sets the event again.
+            let next = if word & SET != 0 {
+                word
+            } else {
+                (word & GENERATION).wrapping_add(GENERATION_ONE) | SET
+            };
             match self
                 .word
                 .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
             {
+                Ok(_) if next == word => return,
                 Ok(_) => break,
                 Err(now) => word = now,
             }
@@ -114,7 +120,9 @@ impl<S: Scope> RawEvent<S> {
 
     /// Resets the event: later waits block until the next [`set`](RawEvent::set).
     pub fn reset(&self) {
-        self.word.fetch_and(!SET, Ordering::Relaxed);
+        // Acquire: a set that came before this reset is seen with what its thread wrote first
+        // (see `set`).
+        self.word.fetch_and(!SET, Ordering::Acquire);
     }
 
     /// Blocks until the event is set (or was set since this wait began) or `deadline`

@@ -13,7 +13,8 @@
 //! read-modify-writes of the one word): if the waiter's CAS came first, the count-down sees
 //! `WAITERS` and wakes every sleeper; if the count-down came first, the waiter's CAS fails and it
 //! looks again. A count-down is a release and a waiter's look an acquire, so what every counting
-//! thread did before its count-down happens before any wait returns.
+//! thread did before its count-down happens before any wait that finds the latch open returns
+//! (a timed wait that gives up first sees none of it).
 //!
 //! ## Transitions
 //!

@@ -35,8 +35,10 @@
 //!   else set `WAITERS` and sleep on "count 0, `WAITERS`" (giving up at its deadline, rule 3).
 //! * **release(n)**: one CAS from `w` to count + `n` without `WAITERS` (refusing to pass
 //!   [`MAX_PERMITS`]); if `w` had `WAITERS`, wake `n` threads. **release_up_to(n, max)** adds
-//!   only as many of the `n` as keep the count at most `max`, and touches nothing when that is
-//!   none (an auto-reset event is a semaphore released up to 1).
+//!   only as many of the `n` as keep the count at most `max`; when that is none it writes the
+//!   word back unchanged and wakes nobody, a release still, so that the acquire taking the
+//!   permit that made it add nothing sees what its thread did before (an auto-reset event is
+//!   a semaphore released up to 1).
 
 use core::fmt;
 use std::time::{Duration, Instant};
@@ -161,13 +163,20 @@ impl RawSemaphore {
     pub fn release_up_to(&self, n: u32, max: u32) -> u32 {
         let max = max.min(COUNT);
         let mut added = 0;
+        // A release that adds nothing still writes the word (unchanged), with release
+        // ordering: the acquire that takes a permit after it sees what this thread wrote
+        // before, as it would had this release added the permit.
         let before = self
             .word
             .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
                 added = n.min(max.saturating_sub(word & COUNT));
-                (added > 0).then(|| (word & COUNT) + added)
+                Some(if added > 0 {
+                    (word & COUNT) + added
+                } else {
+                    word
+                })
             });
-        if let Ok(before) = before {
+        if let (Ok(before), true) = (before, added > 0) {
             self.wake_for(before, added);
         }
         added

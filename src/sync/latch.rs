@@ -47,7 +47,7 @@ impl Latch {
     }
 
     /// Counts down by one; the count-down that reaches zero releases every waiter. What this
-    /// thread did before it happens before any wait on the latch returns.
+    /// thread did before it happens before any wait that finds the latch open returns.
     ///
     /// # Panics
     ///
