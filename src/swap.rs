@@ -315,6 +315,11 @@ impl<S: Scope> Parker<S> {
         {
             let start = Instant::now();
             let first = kernel_swap(&self.state, PARKED, &partner.state, deadline);
+            if !matches!(first, Ok(()) | Err(Error::ValueChanged | Error::TimedOut)) {
+                // Refused (a seccomp policy, a fault), perhaps before its wake: wake the
+                // partner here, once more at worst, and sleep as a park does.
+                partner.wake_owner();
+            }
             return self.sleep_parked(start, Some(first), deadline, true);
         }
         partner.wake_owner();

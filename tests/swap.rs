@@ -244,3 +244,31 @@ fn wait_on_owner_returns_when_the_owner_lets_go_and_times_out_otherwise() {
     word.wake(1).unwrap();
     waiter.join().unwrap();
 }
+
+/// Where the kernel has `FUTEX_SWAP` but refuses it to one thread (a seccomp policy), that
+/// thread's `swap_to` a sleeping partner still wakes the partner. (Elsewhere `swap_to` wakes
+/// and parks without it, and this checks that path.)
+#[test]
+fn a_swap_the_kernel_refuses_still_wakes_the_partner() {
+    let kernel_swap = SwapMode::Kernel.is_available(); // probed before the filter
+    let sides = Arc::new([Parker::new(), Parker::new()]);
+    let partner = spawn_blocked({
+        let sides = Arc::clone(&sides);
+        move || sides[1].park(Some(Deadline::after(Duration::from_secs(60))))
+    });
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // FUTEX_SWAP's operation number on the kernels that have it.
+            futexkit_support::seccomp::refuse_futex_op(13);
+            // Nobody hands the turn back: this side times out.
+            let back =
+                sides[0].swap_to(&sides[1], Some(Deadline::after(Duration::from_millis(50))));
+            assert_eq!(back, Err(Error::TimedOut));
+        });
+    });
+    assert_eq!(
+        partner.join().unwrap(),
+        Ok(()),
+        "kernel swap: {kernel_swap}"
+    );
+}
