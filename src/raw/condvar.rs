@@ -18,13 +18,15 @@
 //!   and relock. A notify that comes after the unlock (the only ones a waiter is owed: the
 //!   notifier changed the condition under the mutex after this waiter released it) changes
 //!   `seq` after it was read, so the sleep returns at once or is woken. Only equality is
-//!   compared: a waiter would have to sleep through exactly 2^32 notifies to miss one, each of
-//!   which wakes it.
+//!   compared: a waiter would have to miss one by seeing exactly 2^32 notifies between its read
+//!   of `seq` and the kernel's compare of it (its spin included).
 //! * **notify**: add 1 to `seq`, then wake one (`notify_one`) or all (`notify_all`) sleepers,
 //!   making the wake syscall only if `sleepers` is not 0. The notifier reads `sleepers` with a
 //!   read-modify-write (adding 0), as the waiter writes it with one (adding 1), both
 //!   acquire-release: the two are ordered in `sleepers`' modification order, and each reads the
-//!   latest value. If the notifier's comes second, it sees the sleeper and wakes it. If the
+//!   latest value. If the notifier's comes second, it sees the waiter counted and wakes: the
+//!   waiter is asleep then and woken, or not yet in the kernel, whose compare of `seq` then
+//!   sees the notifier's add and does not sleep. If the
 //!   waiter's comes second, it synchronizes with the notifier's, so the notifier's earlier add
 //!   to `seq` happens before the waiter's sleep compares `seq` (in the kernel), which then
 //!   sees the new value and does not sleep. Either way the waiter is not lost.

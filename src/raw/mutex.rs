@@ -10,7 +10,7 @@
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
 //! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
-//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that slept taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that went to its futex wait (woken or not) taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
 //! | `ASKED(t)`  | held; threads may sleep, and waiter `t`, woken without the lock, asks for it | waiter `t`, in place of `LOCKED`, `CONTENDED` or an `ASKED` naming a younger waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off to `t`; an older untimed woken waiter (to its own `ASKED`) |
 //! | `HANDED(t)` | held in trust for waiter `t`, or for any thread woken from a sleep if `t` is 0 | an unlock handing the lock off          | `t` or an older untimed woken waiter (any woken thread, for 0), claiming it (to `CONTENDED`) |
 //!
@@ -264,7 +264,7 @@ impl RawMutex {
     }
 
     /// An unlock's fast path: `LOCKED -> UNLOCKED` by one CAS, which fails if threads may sleep
-    /// (`CONTENDED`: the slow path's business).
+    /// or a waiter asks (`CONTENDED`, `ASKED`: the slow path's business).
     #[inline]
     fn release_uncontended(&self) -> bool {
         self.word

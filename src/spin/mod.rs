@@ -26,8 +26,9 @@
 //!
 //! ## The lock waiter's rule
 //!
-//! A lock asks [`SpinWait::spin`] only while nobody sleeps on it (a waiter that spins past sleepers
-//! takes the lock from them with a CPU they may need), with a fresh `SpinWait` after each wake; a
+//! A lock asks [`SpinWait::spin`] only while its word shows no sleepers (a waiter that spins past
+//! sleepers takes the lock from them with a CPU they may need; a sleeper that a release woke marks
+//! the word again when it runs), with a fresh `SpinWait` after each wake; a
 //! Mutex waiter that asked for the lock also spins for its hand-off, which no other thread may
 //! take. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks from
 //! `FIRST_RUN` hints up (each look pulls the lock's cache line from the thread about to release it,

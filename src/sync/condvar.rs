@@ -9,7 +9,7 @@ use crate::futex::Deadline;
 use crate::raw::RawCondvar;
 use crate::sync::MutexGuard;
 
-/// A condition variable: `std::sync::Condvar`'s API, behaviour and size class (8 bytes).
+/// A condition variable: `std::sync::Condvar`'s API and behaviour, in 8 bytes (std's is 4).
 ///
 /// Works with [`futexkit::sync::Mutex`](crate::sync::Mutex) guards, with any mutex in turn. As with std,
 /// spurious wakeups can happen: wait in a loop or with [`wait_while`](Condvar::wait_while).
