@@ -61,8 +61,12 @@
 //! Each endpoint writes its process id into the header when it is made. A waiter whose peer is
 //! another process sleeps in slices of [`PEER_CHECK_INTERVAL`] and, between slices, asks a pidfd
 //! (opened once) whether the peer has exited: a peer killed by SIGKILL is noticed within one
-//! slice, and the fast path (no sleep) never pays for it. In one process, dropping an endpoint
-//! (also by unwinding) shuts the channel down.
+//! slice, and the fast path (no sleep) never pays for it. The process id is the peer's word, so
+//! this holds for a peer that made its endpoint, in this process's pid namespace, and wrote its
+//! own id: a peer that dies before making its endpoint, one in another pid namespace, or one
+//! that writes another live process's id (or whose id is reused before the first sleep opens
+//! the pidfd) is not noticed, and only a deadline or a shutdown ends an untimed wait on it. In
+//! one process, dropping an endpoint (also by unwinding) shuts the channel down.
 
 use core::marker::PhantomData;
 use std::sync::Arc;

@@ -10,7 +10,8 @@
 //! waiter's own CPU does not spin: the peer waits for that CPU. Unlike gVisor's flipcall, waits
 //! can time out, either side or any thread can shut the channel down ([`ShutdownHandle`]), and
 //! a peer process that dies (even by SIGKILL) is reported as [`Error::PeerDied`] within
-//! [`PEER_CHECK_INTERVAL`].
+//! [`PEER_CHECK_INTERVAL`] (for a peer whose process id can be checked: `Endpoint`'s "Peer
+//! death" says which).
 //!
 //! * In one process: [`pair`].
 //! * Across processes: [`PacketWindow::new`] in one, pass [`PacketWindow::fd`] to the other
@@ -70,7 +71,8 @@
 //!   the peer's death is noticed within [`PEER_CHECK_INTERVAL`]);
 //! * crash this process: the file is sealed against shrinking and must be shmem, so no access
 //!   to the mapping can raise SIGBUS (a punched hole reads back as zeros, which the protocol
-//!   reports as a violation), and a futex call that faults on a removed page is reported as
+//!   reports as a violation, except to a client still connecting, for which zero is the state
+//!   it waits out: it waits to its deadline or the peer's death), and a futex call that faults on a removed page is reported as
 //!   [`Violation::PageRemoved`];
 //! * make futexkit index out of bounds, or map more than [`MAX_CAPACITY`] bytes;
 //! * cause undefined behaviour: every read and write of the window by safe code is atomic (the

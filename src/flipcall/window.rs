@@ -139,9 +139,12 @@ pub(crate) struct Region {
     shared: bool,
 }
 
-// SAFETY: the header is all atomics; the data area is only read or written by the endpoint that
-// holds the turn (the protocol hands it over with Release/Acquire on `state`), and each endpoint
-// is one `&mut`-guarded object. The raw pointers are owned by the region and freed in its Drop.
+// SAFETY: the header is all atomics. The data area of a private window is only read or written
+// by the endpoint that holds the turn (the protocol hands it over with Release/Acquire on
+// `state`), and each endpoint is one `&mut`-guarded object; a shared window's, which a peer may
+// write at any time, is only read and written by atomic copies (`atomic_copy`), or through the
+// `unsafe` accessors whose callers vouch for it. The raw pointers are owned by the region and
+// freed in its Drop.
 unsafe impl Send for Region {}
 // SAFETY: as above: shared access goes through atomics only.
 unsafe impl Sync for Region {}
