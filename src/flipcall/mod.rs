@@ -72,8 +72,8 @@
 //! * crash this process: the file is sealed against shrinking and must be shmem, so no access
 //!   to the mapping can raise SIGBUS (a punched hole reads back as zeros, which the protocol
 //!   reports as a violation, except to a client still connecting, for which zero is the state
-//!   it waits out: it waits to its deadline or the peer's death), and a futex call that faults on a removed page is reported as
-//!   [`Violation::PageRemoved`];
+//!   it waits out: it waits to its deadline or the peer's death), and a futex call that faults
+//!   on a removed page is reported as [`Violation::PageRemoved`];
 //! * make futexkit index out of bounds, or map more than [`MAX_CAPACITY`] bytes;
 //! * cause undefined behaviour: every read and write of the window by safe code is atomic (the
 //!   header fields, and the data area through [`Endpoint::read_into`] and

@@ -166,17 +166,20 @@ impl RawSemaphore {
         // A release that adds nothing still writes the word (unchanged), with release
         // ordering: the acquire that takes a permit after it sees what this thread wrote
         // before, as it would had this release added the permit.
+        let update = |word| {
+            added = n.min(max.saturating_sub(word & COUNT));
+            Some(if added > 0 {
+                (word & COUNT) + added
+            } else {
+                word
+            })
+        };
+        // The update always writes, so the Err of `fetch_update` cannot come.
         let before = self
             .word
-            .fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
-                added = n.min(max.saturating_sub(word & COUNT));
-                Some(if added > 0 {
-                    (word & COUNT) + added
-                } else {
-                    word
-                })
-            });
-        if let (Ok(before), true) = (before, added > 0) {
+            .fetch_update(Ordering::Release, Ordering::Relaxed, update)
+            .unwrap_or_else(|word| word);
+        if added > 0 {
             self.wake_for(before, added);
         }
         added
