@@ -172,6 +172,29 @@ fn timed_lock_against_a_holder() {
     });
 }
 
+/// An attempt whose deadline has passed, beside a holder and an untimed waiter: it takes a free
+/// lock or leaves without touching the word, and the waiter is not stranded.
+#[test]
+fn an_attempt_whose_deadline_has_passed_beside_a_waiter() {
+    check(3, || {
+        let shared = Arc::new(Mutex::new(0u32));
+        in_threads(
+            &shared,
+            vec![
+                Box::new(|m| *m.lock().unwrap() += 10),
+                Box::new(|m| *m.lock().unwrap() += 10),
+                Box::new(|m| {
+                    if let Ok(mut g) = m.try_lock_for(std::time::Duration::ZERO) {
+                        *g += 1;
+                    }
+                }),
+            ],
+        );
+        let v = *shared.try_lock().expect("the lock ends free");
+        assert!(v == 20 || v == 21, "{v}");
+    });
+}
+
 /// A fair unlock while only a timed waiter sleeps must release, not hand off (the timed waiter
 /// may give up); beside it, an untimed waiter woken without the lock asks for it.
 #[test]

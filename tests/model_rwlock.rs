@@ -133,6 +133,37 @@ fn timed_readers_and_writers() {
     });
 }
 
+/// Attempts whose deadline has passed, beside a writer and a reader: each takes the lock at
+/// once or leaves without touching the word, and the others get through.
+#[test]
+fn attempts_whose_deadline_has_passed() {
+    check(2, move || {
+        let shared = Arc::new(Halves::new());
+        let timed_writes = Arc::new(AtomicUsize::new(0));
+        let passed_writes = Arc::clone(&timed_writes);
+        let jobs: Vec<Job> = vec![
+            Box::new(|h| h.write()),
+            Box::new(|h| {
+                h.read();
+            }),
+            Box::new(move |h| {
+                if let Ok(_g) = h.lock.try_write_for(std::time::Duration::ZERO) {
+                    let v = h.a.load(Ordering::Relaxed);
+                    h.a.store(v + 1, Ordering::Relaxed);
+                    h.b.store(v + 1, Ordering::Relaxed);
+                    passed_writes.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Ok(_g) = h.lock.try_read_for(std::time::Duration::ZERO) {
+                    assert_eq!(h.a.load(Ordering::Relaxed), h.b.load(Ordering::Relaxed));
+                }
+            }),
+        ];
+        in_threads(&shared, jobs);
+        assert_eq!(shared.read(), 1 + timed_writes.load(Ordering::Relaxed));
+        assert!(shared.lock.try_write().is_ok(), "the lock ends free");
+    });
+}
+
 /// A writer downgrades while a reader and a writer wait: the reader may share, the writer
 /// waits for both, and nobody is left asleep.
 #[test]

@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futexkit::shared::SharedMutex;
 use futexkit::spin::{decisions, Outcomes};
 use futexkit::swap::Parker;
-use futexkit::{Condvar, Mutex};
+use futexkit::{Condvar, Mutex, RwLock};
 use futexkit_support::condvar::{ping_pong, Futexkit};
 
 fn total(o: Outcomes) -> u64 {
@@ -24,6 +25,7 @@ fn every_wait_that_reaches_the_policy_is_counted() {
     a_condvar_ping_pong_counts_its_waits();
     a_park_that_times_out_is_counted_as_a_hand_off_lost_or_skipped();
     a_flipcall_waiter_does_not_spin_for_a_peer_that_handed_over_from_its_cpu();
+    a_lock_attempt_whose_deadline_has_passed_does_not_spin();
 }
 
 fn a_condvar_wait_that_times_out_is_counted_as_lost_or_skipped() {
@@ -233,6 +235,31 @@ fn a_flipcall_waiter_does_not_spin_for_a_peer_that_handed_over_from_its_cpu() {
         spins(after) - spins(before) < 100,
         "{before:?} -> {after:?}"
     );
+}
+
+fn a_lock_attempt_whose_deadline_has_passed_does_not_spin() {
+    // Each lock is held by this thread; another thread's timed attempt whose deadline has
+    // passed fails without asking the policy (it would otherwise spin out a lock's budget, then
+    // mark the lock for a wake that nobody needs). The attempts' counts are all in once their
+    // thread has been joined.
+    let mutex = Mutex::new(());
+    let rwlock = RwLock::new(());
+    let shared = SharedMutex::new(0u32);
+    let before = decisions().lock;
+    let attempt = |f: &(dyn Fn() + Sync)| std::thread::scope(|s| s.spawn(f).join().unwrap());
+    let _held = mutex.lock().unwrap();
+    let _shared_held = shared.lock().unwrap();
+    let read = rwlock.read().unwrap();
+    attempt(&|| {
+        assert!(mutex.try_lock_for(Duration::ZERO).is_err());
+        assert!(rwlock.try_write_for(Duration::ZERO).is_err());
+        assert!(shared.try_lock_for(Duration::ZERO).is_err());
+    });
+    drop(read);
+    let _write = rwlock.write().unwrap();
+    attempt(&|| assert!(rwlock.try_read_for(Duration::ZERO).is_err()));
+    let after = decisions().lock;
+    assert_eq!(total(after), total(before), "{before:?} -> {after:?}");
 }
 
 #[test]

@@ -58,7 +58,9 @@
 //!   waiter, and it asks for a held word (its `ASKED` in place of `LOCKED`, `CONTENDED` or a
 //!   younger waiter's `ASKED`), then spins for the hand-off before it sleeps again (with the
 //!   `ASKING_WAITER` bitset); behind an older waiter's `ASKED` or hand-off it sleeps again at
-//!   once. A timed one spins again while `LOCKED`, or sleeps again.
+//!   once. A timed one spins again while `LOCKED`, or sleeps again. A timed waiter leaves at
+//!   its deadline: before its first sleep without spinning or writing the word, after one
+//!   with the word `CONTENDED` if it is held.
 //! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED(t)`, write `HANDED(t)`
 //!   and wake the `ASKING_WAITER` sleepers; from `CONTENDED`, release and wake one sleeper,
 //!   or, for a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED(0)`
@@ -330,6 +332,11 @@ impl RawMutex {
                     self.ask(word, ticket);
                     continue;
                 }
+                // A timed waiter that has not slept has changed nothing and owes nothing: at
+                // its deadline it leaves without spinning or marking the word. (One that slept
+                // marks a held word below before it leaves: it may have taken the wake owed to
+                // the sleepers behind it, invariant 1.)
+                _ if !slept && deadline.is_some_and(|d| d.has_passed()) => return false,
                 // Named by the word: spin for the hand-off.
                 ASKED if named == ticket && spin.spin() => continue,
                 LOCKED if spin.spin() => continue,

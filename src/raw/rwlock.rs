@@ -942,6 +942,11 @@ impl RawRwLock {
                 assert!(deadline.is_some(), "too many read locks on a RwLock");
                 return false;
             }
+            // A reader owes nobody a wake (every release that wakes readers wakes them all),
+            // so a timed one leaves at its deadline without spinning or marking the word.
+            if deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
             // Spin while the lock is held against this reader and nobody sleeps yet.
             if state & (READERS_WAITING | WRITERS_WAITING) == 0 && spin.spin() {
                 continue;
@@ -958,9 +963,6 @@ impl RawRwLock {
                     .is_err()
             {
                 continue;
-            }
-            if deadline.is_some_and(|d| d.has_passed()) {
-                return false;
             }
             match self
                 .state
@@ -1014,6 +1016,9 @@ impl RawRwLock {
     ) -> bool {
         let bits = who.waiting_bits();
         let mut slept = false;
+        // This thread's CAS set `WRITER_SPINNING`: its way out is a step that clears it
+        // (invariant 7).
+        let mut set_spinning = false;
         let mut spin = SpinWait::new();
         loop {
             let state = self.state.load(Ordering::Relaxed);
@@ -1032,17 +1037,25 @@ impl RawRwLock {
                 }
                 continue;
             }
+            // A timed waiter that has written nothing to the word leaves at its deadline
+            // without spinning or marking it.
+            if !*marked && !set_spinning && deadline.is_some_and(|d| d.has_passed()) {
+                return false;
+            }
             let nobody_waits =
                 state & (READERS_WAITING | WRITERS_WAITING | READ_PHASE | WRITER_SPINNING) == 0;
             // Readers in the lock and nobody waiting: keep new readers out while this thread
             // spins for those to leave (invariant 7).
             if nobody_waits && who.waits_for_readers(state) {
-                let _ = self.state.compare_exchange(
-                    state,
-                    state | WRITER_SPINNING,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
+                set_spinning |= self
+                    .state
+                    .compare_exchange(
+                        state,
+                        state | WRITER_SPINNING,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok();
                 continue;
             }
             // Spin while the lock is held and nobody sleeps yet.

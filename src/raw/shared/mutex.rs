@@ -471,6 +471,11 @@ impl RawSharedMutex {
                 },
                 NOT_RECOVERABLE => return Err(RawLockError::NotRecoverable),
                 o if o == tid => return Err(RawLockError::WouldDeadlock),
+                // A timed waiter that was not woken owes nobody a wake: at its deadline it
+                // leaves without spinning or marking the word.
+                _ if !woken && deadline.is_some_and(|d| d.has_passed()) => {
+                    return Err(RawLockError::TimedOut)
+                }
                 _ => {
                     if v & WAITERS == 0 && spin.spin() {
                         continue;
