@@ -93,6 +93,19 @@ fn adding_past_the_maximum_panics_and_changes_nothing() {
 /// test, which fails after 60 s). The narrowest race of the state table's rule 3, a wake that
 /// reaches a timed waiter just as its deadline passes, is too rare to hit on purpose here.
 #[test]
+fn a_permit_dropped_into_a_full_semaphore_does_not_panic() {
+    let max = futexkit::raw::MAX_PERMITS;
+    let semaphore = Semaphore::new(max - 1);
+    let permit = semaphore.acquire();
+    semaphore.add_permits(2);
+    assert_eq!(semaphore.available_permits(), max);
+    drop(permit);
+    assert_eq!(semaphore.available_permits(), max);
+    let _permit = semaphore.acquire();
+    assert_eq!(semaphore.available_permits(), max - 1);
+}
+
+#[test]
 fn timed_acquirers_that_give_up_strand_no_one() {
     let slots = Arc::new(Semaphore::new(1));
     let finished = Arc::new(AtomicUsize::new(0));

@@ -113,8 +113,11 @@ impl SemaphorePermit<'_> {
 }
 
 impl Drop for SemaphorePermit<'_> {
+    /// Gives the permit back, unless [`add_permits`](Semaphore::add_permits) has filled the
+    /// semaphore to [`MAX_PERMITS`](crate::raw::MAX_PERMITS) meanwhile: then the permit is
+    /// dropped, as a drop must not panic.
     fn drop(&mut self) {
-        self.semaphore.raw.release(1);
+        self.semaphore.raw.release_up_to(1, crate::raw::MAX_PERMITS);
     }
 }
 
