@@ -1,15 +1,9 @@
 //! Whether a waiter's spins have been paying: the one rule that stops a waiter from spinning
 //! where its spins keep losing, shared by the notify waiter (`notify.rs`) and the hand-off
-//! waiter (`hand_off.rs`).
-//!
-//! A spin that won earns `WIN_CREDIT`, one that lost costs 1, up to `MAX_CREDIT`: spinning goes on
-//! while at least one spin in three wins (a win saves a sleep and a wake, which cost more than a
-//! lost spin wastes). A waiter without credit sleeps at once, and spins once in `PROBE_EVERY` waits
-//! to find out whether spinning pays again. A spin that keeps losing wastes a CPU someone wants (a
-//! partner waiting for the spinner's own CPU, a busy machine): after `MAX_CREDIT` losses in a row
-//! at most one wait in `PROBE_EVERY` spins.
-//!
-//! ## State
+//! waiter (`hand_off.rs`). A won spin earns `WIN_CREDIT`, a lost one costs 1, up to `MAX_CREDIT`:
+//! spinning goes on while at least one spin in three wins (a win saves a sleep and a wake, which
+//! cost more than a lost spin wastes). A waiter without credit sleeps at once, and spins once in
+//! `PROBE_EVERY` waits to find out whether spinning pays again.
 //!
 //! | bits of the byte | meaning | changed by |
 //! |------------------|---------|------------|
@@ -67,6 +61,16 @@ impl Credit {
             skipped == 0,
             Credit(skipped << SKIPPED_SHIFT | self.0 & CREDIT),
         )
+    }
+
+    /// Whether a wait spins: with credit, or as the probe of one wait in `PROBE_EVERY`
+    /// without; and the credit to keep.
+    pub(crate) fn spins(self) -> (bool, Credit) {
+        if self.has_credit() {
+            (true, self)
+        } else {
+            self.probe_due()
+        }
     }
 
     /// The credit after a spin that `won` or lost.

@@ -77,42 +77,40 @@ impl fmt::Display for Decisions {
 /// ```
 pub fn decisions() -> Decisions {
     let _ = TALLIES.try_with(Tallies::flush);
-    let total = |t: Tally| TOTALS[t as usize].load(Ordering::Relaxed);
-    let started = total(Tally::LockStarted);
-    let spent = total(Tally::LockSpent);
+    let outcomes = |kind: usize| {
+        let total = |outcome: usize| TOTALS[3 * kind + outcome].load(Ordering::Relaxed);
+        Outcomes {
+            won: total(0),
+            lost: total(1),
+            skipped: total(2),
+        }
+    };
+    let mut lock = outcomes(0);
+    // A lock's spins are counted as started and spent (the spin cannot see whether its
+    // caller took the lock).
+    lock.won = lock.won.saturating_sub(lock.lost);
     Decisions {
-        lock: Outcomes {
-            won: started.saturating_sub(spent),
-            lost: spent,
-            skipped: 0,
-        },
-        notify: Outcomes {
-            won: total(Tally::NotifyWon),
-            lost: total(Tally::NotifyLost),
-            skipped: total(Tally::NotifySkipped),
-        },
-        hand_off: Outcomes {
-            won: total(Tally::HandOffWon),
-            lost: total(Tally::HandOffLost),
-            skipped: total(Tally::HandOffSkipped),
-        },
+        lock,
+        notify: outcomes(1),
+        hand_off: outcomes(2),
     }
 }
 
-/// One thing the policy counts.
+/// One thing the policy counts: three slots per kind of waiter, in the order of
+/// [`Decisions`]' fields, each won, lost, skipped (a lock's first two: started, spent).
 #[derive(Clone, Copy)]
 pub(super) enum Tally {
-    LockStarted,
-    LockSpent,
-    NotifyWon,
-    NotifyLost,
-    NotifySkipped,
-    HandOffWon,
-    HandOffLost,
-    HandOffSkipped,
+    LockStarted = 0,
+    LockSpent = 1,
+    NotifyWon = 3,
+    NotifyLost = 4,
+    NotifySkipped = 5,
+    HandOffWon = 6,
+    HandOffLost = 7,
+    HandOffSkipped = 8,
 }
 
-const TALLY_KINDS: usize = 8;
+const TALLY_KINDS: usize = 9;
 /// A thread adds its counts to the process's after this many.
 const FLUSH_EVERY: u32 = 1024;
 

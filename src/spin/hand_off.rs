@@ -1,14 +1,11 @@
 //! The hand-off waiter's rule ([`Spinner`]: `swap`, [`Parker`](crate::swap::Parker), FlipCall
 //! and its server): spin twice the moving average of its sleeps (`learned += (sample -
 //! learned) / 8`), at most `MAX_SPIN_NS`, which must outlast a wake-up, and only while its spins
-//! have been paying, the notify waiter's credit (`credit.rs`): a partner that waits for the
-//! spinner's own CPU, or for one busy threads hold, answers no spin, however long its sleeps.
-//! There is no limit on spinners: futexkit gives each side of a hand-off a spinner of its own (a
-//! Parker's owner, a FlipCall endpoint, a thread for raw `swap`), so one thread spins on each;
-//! threads that share one all spin, and share what it learns (a race on the average costs a
-//! sample, nothing more). A FlipCall or Parker waiter on the CPU its partner last handed over
-//! from does not spin (`partner_may_be_running`). A hand-off waiter reads a clock only around a
-//! sleep.
+//! have been paying (`credit.rs`): a partner that waits for the spinner's own CPU, or for one
+//! busy threads hold, answers no spin, however long its sleeps. Each side of a hand-off has a
+//! spinner of its own, so there is no limit on spinners (threads that share one all spin, and a
+//! race on its average costs a sample). A FlipCall or Parker waiter on the CPU its partner last
+//! handed over from does not spin (`partner_may_be_running`). A clock is read only around a sleep.
 //!
 //! [`wait_on_owner`] is the one wait on an owner-TID word: where the kernel has `FUTEX2_SPIN`
 //! (probed, and opted in with `FUTEXKIT_ENABLE=spin`, as it has no stable ABI) the kernel spins
@@ -154,11 +151,11 @@ impl Spinner {
     /// kept the partner from running lost, which its credit counts.)
     pub(crate) fn record_sleep(&self, slept: Duration) {
         let ns = slept.as_nanos();
-        if ns <= u128::from(MAX_SPIN_NS) {
-            self.learn(ns as u32);
+        self.learn(if ns <= u128::from(MAX_SPIN_NS) {
+            ns as u32
         } else {
-            self.learn(0);
-        }
+            0
+        });
     }
 
     /// Tells the spinner that a wait that had to sleep timed out after `waited`. Only a wait
@@ -170,85 +167,67 @@ impl Spinner {
         }
     }
 
-    /// The current spin budget in nanoseconds (0 when spinning cannot pay).
-    pub(crate) fn budget_ns(&self) -> u32 {
-        if !spinning_can_pay() {
+    /// The spin budget in nanoseconds for a wait that ends at `deadline`: twice the learned
+    /// average, at most `MAX_SPIN_NS` and at most the time left; 0 (sleep at once) below
+    /// `MIN_SPIN_NS`, or where spinning cannot pay.
+    pub(crate) fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
+        let budget = self.learned_ns.load(Ordering::Relaxed).saturating_mul(2);
+        if !spinning_can_pay() || budget < MIN_SPIN_NS {
             return 0;
         }
-        let budget = self.learned_ns.load(Ordering::Relaxed).saturating_mul(2);
-        if budget < MIN_SPIN_NS {
-            0
-        } else {
-            budget.min(MAX_SPIN_NS)
-        }
+        let left = deadline.map_or(u128::MAX, |d| d.remaining().as_nanos());
+        budget
+            .min(MAX_SPIN_NS)
+            .min(u32::try_from(left).unwrap_or(u32::MAX))
     }
 
-    /// The spin budget for a wait that ends at `deadline`: [`budget_ns`](Spinner::budget_ns),
-    /// cut to the time left (0 once it has passed).
-    pub(crate) fn budget_ns_before(&self, deadline: Option<Deadline>) -> u32 {
-        match deadline {
-            Some(deadline) => clamp_to_remaining(self.budget_ns(), deadline.remaining()),
-            None => self.budget_ns(),
-        }
-    }
-
-    /// The spin itself: `done` after each run of hints, as a [`SpinWait`] makes them, until it
-    /// holds or the budget, cut at `deadline`, runs out; none without credit, except a probe.
+    /// The spin itself, with credit or as the probe of one wait in 16 without: `done` after
+    /// each run of hints, as a [`SpinWait`] makes them, until it holds or the budget, cut at
+    /// `deadline`, runs out. A win teaches how long it took; either way the credit learns.
     #[cold]
     fn spin_slow(&self, done: &mut dyn FnMut() -> bool, deadline: Option<Deadline>) -> bool {
         if MODEL_CHECKED {
             return done();
         }
         let budget = self.budget_ns_before(deadline);
-        if budget == 0 || !self.spin_pays() {
+        if budget == 0 {
             count(Tally::HandOffSkipped);
             return false;
         }
-        let won = self.spin_for(budget, done, deadline);
-        let credit = Credit::from_byte(self.credit.load(Ordering::Relaxed));
-        self.credit
-            .store(credit.after_spin(won).to_byte(), Ordering::Relaxed);
-        won
-    }
-
-    /// Whether this wait spins: with credit, or as the probe of one wait in 16 without.
-    fn spin_pays(&self) -> bool {
-        let credit = Credit::from_byte(self.credit.load(Ordering::Relaxed));
-        if credit.has_credit() {
-            return true;
+        let (spins, credit) = Credit::from_byte(self.credit.load(Ordering::Relaxed)).spins();
+        if !spins {
+            self.credit.store(credit.to_byte(), Ordering::Relaxed);
+            count(Tally::HandOffSkipped);
+            return false;
         }
-        let (probe, credit) = credit.probe_due();
-        self.credit.store(credit.to_byte(), Ordering::Relaxed);
-        probe
-    }
-
-    /// Spins `budget` nanoseconds of hints for `done`, cut at `deadline`; learns from a win.
-    fn spin_for(
-        &self,
-        budget: u32,
-        done: &mut dyn FnMut() -> bool,
-        deadline: Option<Deadline>,
-    ) -> bool {
         let ns_per_hint = machine().ns_per_hint;
         let hints = (budget / ns_per_hint).max(1);
         let mut spin = SpinWait::with_hints(hints);
-        while spin.spin_run() {
+        let won = loop {
+            if !spin.spin_run() {
+                break false;
+            }
             if done() {
                 // A spin that won says spinning pays, however quickly it won: it teaches at
                 // least the shortest budget worth spinning, never to stop spinning.
                 let spun = hints - spin.hints_left;
                 self.learn(spun.saturating_mul(ns_per_hint).max(MIN_SPIN_NS));
-                count(Tally::HandOffWon);
-                return true;
+                break true;
             }
             // The budget counts hints, not the looks' own cost: a timed wait re-checks its
             // clock once per longest run.
             if spin.run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
-                break;
+                break false;
             }
-        }
-        count(Tally::HandOffLost);
-        false
+        };
+        self.credit
+            .store(credit.after_spin(won).to_byte(), Ordering::Relaxed);
+        count(if won {
+            Tally::HandOffWon
+        } else {
+            Tally::HandOffLost
+        });
+        won
     }
 
     fn learn(&self, sample_ns: u32) {
@@ -310,23 +289,11 @@ pub(crate) fn hand_off_cpu() -> u32 {
 /// read there): spin as ever. The word may be in memory a peer process writes: any value only
 /// decides whether to spin.
 pub(crate) fn partner_may_be_running(partner_cpu: &crate::atomic::AtomicU32, my_cpu: u32) -> bool {
-    if my_cpu == NO_CPU
-        || !on_one_known_cpu(partner_cpu.load(crate::atomic::Ordering::Relaxed), my_cpu)
-    {
+    if my_cpu == NO_CPU || partner_cpu.load(crate::atomic::Ordering::Relaxed) != my_cpu {
         return true;
     }
     count(Tally::HandOffSkipped);
     false
-}
-
-/// Whether two recorded CPUs are the same known one.
-fn on_one_known_cpu(a: u32, b: u32) -> bool {
-    a == b && a != NO_CPU
-}
-
-/// A spin budget of `budget_ns` cut to `remaining`, the time left before a deadline.
-fn clamp_to_remaining(budget_ns: u32, remaining: Duration) -> u32 {
-    u32::try_from(remaining.as_nanos()).map_or(budget_ns, |left| budget_ns.min(left))
 }
 
 /// Waits while `word` holds `owner_tid` (the TID of the thread that owns what the word guards):
@@ -382,16 +349,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_hand_off_waiter_skips_its_spin_only_for_a_partner_on_its_own_known_cpu() {
-        assert!(on_one_known_cpu(3, 3));
-        assert!(!on_one_known_cpu(3, 4));
-        // An unknown CPU on either side (none recorded yet, or sched_getcpu failed): spin.
-        assert!(!on_one_known_cpu(NO_CPU, 3));
-        assert!(!on_one_known_cpu(3, NO_CPU));
-        assert!(!on_one_known_cpu(NO_CPU, NO_CPU));
-    }
-
-    #[test]
     #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
     fn a_hand_over_records_the_cpu_it_runs_on() {
         let word = crate::atomic::AtomicU32::new(NO_CPU);
@@ -404,7 +361,7 @@ mod tests {
     fn sleeps_teach_the_budget() {
         let s = Spinner::new();
         let learned = || s.learned_ns.load(Ordering::Relaxed);
-        assert!(s.budget_ns() <= MAX_SPIN_NS);
+        assert!(s.budget_ns_before(None) <= MAX_SPIN_NS);
         // Sleeps beyond the cap teach it not to spin: an eighth of the way to 0 each.
         s.record_sleep(Duration::from_secs(1));
         assert_eq!(learned(), INITIAL_LEARNED_NS - INITIAL_LEARNED_NS / 8);
@@ -412,7 +369,7 @@ mod tests {
             s.record_sleep(Duration::from_secs(1));
         }
         assert!(learned() < 8, "learned {}", learned());
-        assert_eq!(s.budget_ns(), 0);
+        assert_eq!(s.budget_ns_before(None), 0);
         // A sleep within the cap: an eighth of the way to it.
         let before = learned();
         s.record_sleep(Duration::from_micros(20));
@@ -427,13 +384,13 @@ mod tests {
         );
         if spinning_can_pay() {
             // Twice the average, never beyond the cap.
-            assert_eq!(s.budget_ns(), 2 * learned());
+            assert_eq!(s.budget_ns_before(None), 2 * learned());
             for _ in 0..100 {
                 s.record_sleep(Duration::from_micros(90));
             }
-            assert_eq!(s.budget_ns(), MAX_SPIN_NS);
+            assert_eq!(s.budget_ns_before(None), MAX_SPIN_NS);
         } else {
-            assert_eq!(s.budget_ns(), 0);
+            assert_eq!(s.budget_ns_before(None), 0);
         }
     }
 
@@ -452,7 +409,11 @@ mod tests {
                 looks >= 2
             }));
         }
-        assert!(s.budget_ns() >= MIN_SPIN_NS, "budget {}", s.budget_ns());
+        assert!(
+            s.budget_ns_before(None) >= MIN_SPIN_NS,
+            "budget {}",
+            s.budget_ns_before(None)
+        );
     }
 
     #[test]
@@ -495,13 +456,9 @@ mod tests {
 
     #[test]
     fn a_deadline_cuts_the_spin() {
-        assert_eq!(clamp_to_remaining(100_000, Duration::from_micros(3)), 3_000);
-        assert_eq!(clamp_to_remaining(100_000, Duration::from_secs(1)), 100_000);
-        assert_eq!(
-            clamp_to_remaining(100_000, Duration::from_secs(3600)),
-            100_000
-        );
-        assert_eq!(clamp_to_remaining(100_000, Duration::ZERO), 0);
+        let s = Spinner::learning_from(MAX_SPIN_NS);
+        let near = Deadline::after(Duration::from_micros(3));
+        assert!(s.budget_ns_before(Some(near)) <= 3_000);
         let s = Spinner::new();
         let passed = Deadline::after(Duration::ZERO);
         assert_eq!(s.budget_ns_before(Some(passed)), 0);

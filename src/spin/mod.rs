@@ -1,14 +1,11 @@
 //! The wait policy every futexkit waiter shares: whether to spin before it sleeps, and how long.
 //!
-//! Sleeping costs a wake-up, and a futex wake that must rouse an idle CPU costs far more than a
-//! hand-off between two running threads (`docs/design.md`, "Spinning", has the reasons and the
-//! measurements behind every rule). Spinning briefly therefore wins when the thread being
-//! waited for is running and about to act, and loses when it is not: the spinner burns a CPU
-//! that thread may need. No waiter yields its CPU in place of a sleep: user space cannot tell
-//! whether the thread a yield hands the CPU to is the one it waits for, and a waiter that
-//! yields comes back to compete for CPU time with the thread it waits for.
-//!
-//! ## One rule per kind of waiter
+//! A spin pays when the thread waited for runs and is about to act (a wake-up costs far more than
+//! a hand-off between running threads), and loses when it does not: the spinner holds a CPU that
+//! thread may need. No waiter yields its CPU in place of a sleep: user space cannot tell whether
+//! the thread a yield runs is the one it waits for. `docs/design.md`, "Spinning", has the reasons
+//! and the measurements behind every rule. None of it is protocol state: a policy mistake costs
+//! time, never a wake-up.
 //!
 //! | waiter | rule | where |
 //! |--------|------|-------|
@@ -17,24 +14,17 @@
 //! | a notify (Condvar, Barrier) | `spin_for_notify`: none while threads wait for a CPU; else a lock's budget while its thread's spins pay, or a probe | `notify.rs` |
 //! | a partner's answer (`swap`, `Parker`, FlipCall) | [`Spinner`]: twice the moving average of its sleeps, capped, while its spins pay | `hand_off.rs` |
 //!
-//! Whether a notify or hand-off waiter's spins pay is one rule for both, its credit
-//! (`credit.rs`). What the policy decided is counted in `decisions.rs` ([`decisions()`]). None of
-//! it is protocol state: a policy mistake costs time, never a wake-up. Each waiter's protocol
-//! reads its own words and asks the policy only how long to keep looking. Nothing feeds on
-//! itself: lock and notify budgets are fixed and a probe is capped; a hand-off's budget follows
-//! its waits, and spins that lose stop it.
+//! Whether a notify or hand-off waiter's spins pay is one rule for both (`credit.rs`); what the
+//! policy decided is counted in `decisions.rs` ([`decisions()`]).
 //!
 //! ## The lock waiter's rule
 //!
-//! A lock asks [`SpinWait::spin`] only while its word shows no sleepers (a waiter that spins past
-//! sleepers takes the lock from them with a CPU they may need; a sleeper that a release woke marks
-//! the word again when it runs), with a fresh `SpinWait` after each wake; a
-//! Mutex waiter that asked for the lock also spins for its hand-off, which no other thread may
-//! take. It spins a fixed budget, `SPIN_WAIT_NS`, with exponential backoff between looks from
-//! `FIRST_RUN` hints up (each look pulls the lock's cache line from the thread about to release it,
-//! and a holder that retakes the lock at once should find it still local), then the lock sleeps.
-//! Nothing is learned per lock (a lock is one word), and a waiter behind a blocked holder wastes at
-//! most the budget. The spin reads one value measured once (`Machine`).
+//! A lock asks [`SpinWait::spin`] only while its word shows no sleepers (a spinner would take the
+//! lock from them with a CPU they may need), with a fresh `SpinWait` after each wake; a Mutex
+//! waiter that asked for the lock also spins for its hand-off, which no other thread may take.
+//! It spins `SPIN_WAIT_NS` in runs of hints that double from `FIRST_RUN` up to
+//! `MAX_PAUSES_BETWEEN_LOOKS`, looking at the lock between runs, then sleeps. Nothing is learned
+//! per lock (a lock is one word), so a waiter behind a blocked holder wastes at most the budget.
 //!
 //! ## State
 //!
@@ -43,8 +33,8 @@
 //! | `SpinWait` | per spin between two sleeps | hints left in the budget, the next run's length | each look |
 //! | `Machine` | once per process | usable CPUs, CPUs online, a spin hint's cost, a lock spin's hints | measured at the first spin, never again |
 //!
-//! Spinning cannot pay with one usable CPU, nor under a model checker (a spin is one look
-//! there, so that models stay small): `Machine` then holds a lock budget of 0.
+//! With one usable CPU, or under a model checker (where a spin is one look, so that models stay
+//! small), `Machine` holds a lock budget of 0.
 
 mod credit;
 mod decisions;
@@ -140,18 +130,28 @@ impl SpinWait {
     /// so that the caller sleeps.
     #[inline]
     pub fn spin(&mut self) -> bool {
-        if self.hints_left == 0 {
-            if self.run > FIRST_RUN {
-                // The budget ran out after a spin: count it once.
-                self.run = FIRST_RUN;
-                count(Tally::LockSpent);
-            }
-            return false;
-        }
-        if self.run == FIRST_RUN {
+        if self.run == FIRST_RUN && self.hints_left > 0 {
             count(Tally::LockStarted);
         }
-        self.spin_run()
+        let spun = self.spin_run();
+        if !spun && self.run > FIRST_RUN {
+            // The budget ran out after a spin: count it once.
+            self.run = FIRST_RUN;
+            count(Tally::LockSpent);
+        }
+        spun
+    }
+
+    /// Runs of [`spin_run`](SpinWait::spin_run) until `done` holds (true) or the budget is
+    /// spent (false).
+    #[inline]
+    fn spin_uncounted_until(mut self, done: &mut impl FnMut() -> bool) -> bool {
+        while self.spin_run() {
+            if done() {
+                return true;
+            }
+        }
+        false
     }
 
     /// The hints of [`spin`](SpinWait::spin), counted as nothing: one run, twice as long as

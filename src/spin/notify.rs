@@ -3,7 +3,8 @@
 //!
 //! 1. No spin while threads on the machine wait for a CPU (`/proc/loadavg`'s runnable threads
 //!    above the CPUs online, looked at about once a millisecond per process): a spin would hold
-//!    a CPU one of them wants.
+//!    a CPU one of them wants. This is the one signal that CPUs are wanted: a spin preempted
+//!    between two looks is seen at the next.
 //! 2. One budget of a lock's spin (`SPIN_WAIT_NS`) while the thread's spins have been paying
 //!    (its credit, `credit.rs`), or after a notify of its own found its waiters awake (they run,
 //!    and in a hand-off one of them answers next).
@@ -13,15 +14,9 @@
 //!    so only it finds that two threads taking turns would answer each other while spinning.
 //! 4. Else sleep at once.
 //!
-//! Rule 1 is the one signal that CPUs are wanted: a spin preempted between two looks is seen
-//! at the next. The notifier may not be running (blocked in I/O, say), so no budget grows with
-//! what a wait took. Credit is per thread (a thread's waits tend to be of one kind: a worker
-//! waiting for jobs, one side of a ping-pong), so a Condvar keeps std's size. A barrier's
-//! waiter spins only where all parties can run at once. A wait that reaches the decision reads
-//! the clock to ask the shared look at the runnable threads, once more when it spins, and twice
-//! after each budget of a long probe (its length, and the shared look again); it reads
-//! `/proc/loadavg` at most once a millisecond per process (open, read, close: about as long as
-//! a budget, so a long probe asks the shared answer between its budgets too).
+//! No budget grows with what a wait took: the notifier may be blocked (in I/O, say). Credit is
+//! per thread (a thread's waits tend to be of one kind), so a Condvar keeps std's size. A
+//! barrier's waiter spins only where all parties can run at once.
 //!
 //! ## State
 //!
@@ -63,7 +58,7 @@ enum LastNotify {
 /// threads, this one included, at most the CPUs online (the count is the whole system's, so a
 /// process confined to some CPUs learns whether the machine has one to spare); false where the
 /// count cannot be read. `LATEST_RUNNABLE_LOOK` holds the latest look's millisecond (from 1 at
-/// `FIRST_RUNNABLE_LOOK`) and its answer (`runnable_look`), shared by every thread that asks
+/// `FIRST_RUNNABLE_LOOK`) and its answer, shared by every thread that asks
 /// within it (two that race may both look). A look is three system calls.
 fn every_runnable_thread_had_a_cpu_lately() -> bool {
     static LATEST_RUNNABLE_LOOK: AtomicU64 = AtomicU64::new(0);
@@ -73,25 +68,15 @@ fn every_runnable_thread_had_a_cpu_lately() -> bool {
         .elapsed()
         .as_millis() as u64
         + 1;
-    if let Some(answer) = answer_of_look(LATEST_RUNNABLE_LOOK.load(Ordering::Relaxed), millisecond)
-    {
-        return answer;
+    // The look's millisecond (from 1, so that 0 is no look) above its answer in bit 0.
+    let latest = LATEST_RUNNABLE_LOOK.load(Ordering::Relaxed);
+    if latest >> 1 == millisecond {
+        return latest & 1 == 1;
     }
     let answer = crate::futex::sys::thread::runnable_threads()
         .is_some_and(|n| n as usize <= machine().online_cpus);
-    LATEST_RUNNABLE_LOOK.store(runnable_look(millisecond, answer), Ordering::Relaxed);
+    LATEST_RUNNABLE_LOOK.store(millisecond << 1 | u64::from(answer), Ordering::Relaxed);
     answer
-}
-
-/// A look at the runnable threads as one word: its millisecond (from 1) shifted left by one,
-/// its answer in bit 0. The word 0 is no look.
-fn runnable_look(millisecond: u64, answer: bool) -> u64 {
-    millisecond << 1 | u64::from(answer)
-}
-
-/// The answer of the look `look` if it was made in `millisecond`, else `None`.
-fn answer_of_look(look: u64, millisecond: u64) -> Option<bool> {
-    (look >> 1 == millisecond).then_some(look & 1 == 1)
 }
 
 std::thread_local! {
@@ -136,15 +121,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     };
     let started = Instant::now();
     let won = loop {
-        let mut spin = SpinWait::new();
-        let won = loop {
-            if !spin.spin_run() {
-                break false;
-            }
-            if done() {
-                break true;
-            }
-        };
+        let won = SpinWait::new().spin_uncounted_until(&mut done);
         if won
             || !long
             || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
@@ -191,25 +168,4 @@ pub(crate) fn spin_for_arrivals(
     done: impl FnMut() -> bool,
 ) -> bool {
     parties <= machine().usable_cpus && spin_for_notify(deadline, done)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_look_at_the_runnable_threads_answers_within_its_millisecond_only() {
-        assert_eq!(answer_of_look(0, 1), None, "no look yet");
-        for answer in [false, true] {
-            let look = runnable_look(7, answer);
-            assert_ne!(look, 0);
-            assert_eq!(answer_of_look(look, 7), Some(answer));
-            assert_eq!(
-                answer_of_look(look, 8),
-                None,
-                "a later millisecond asks again"
-            );
-            assert_eq!(answer_of_look(look, 6), None);
-        }
-    }
 }
