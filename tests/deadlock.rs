@@ -135,6 +135,22 @@ fn parking_lot_types_report_relocks_at_the_callers_site() {
     let _inner = reentrant.lock();
 }
 
+/// lock_api 0.5 gives the upgradable guard up before the upgrade: an upgrade that panics (the
+/// relock report) releases the upgradable read, so the lock is free once the plain read goes.
+#[cfg(feature = "lock_api_05")]
+#[test]
+fn a_lock_api_05_upgrade_that_panics_releases_the_upgradable_read() {
+    use lock_api_05::{RwLock, RwLockUpgradableReadGuard};
+    let rwlock = RwLock::<futexkit::RawRwLock, u32>::new(0);
+    let read = rwlock.read();
+    let upgradable = rwlock.upgradable_read();
+    let message = panic_message(|| drop(RwLockUpgradableReadGuard::upgrade(upgradable)));
+    assert!(message.contains("upgrade"), "{message}");
+    drop(read);
+    let mut write = rwlock.try_write().expect("the lock is free");
+    *write += 1;
+}
+
 #[test]
 fn relocking_a_pi_mutex_panics_with_both_call_sites() {
     let Ok(mutex) = futexkit::sync::PiMutex::new(0) else {

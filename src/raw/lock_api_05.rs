@@ -264,8 +264,22 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwLock {
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     unsafe fn upgrade(&self, _guard: GuardNoSend) -> GuardNoSend {
+        /// lock_api 0.5 has given the upgradable guard up before this call, so an upgrade that
+        /// unwinds must release the upgradable read itself (the contract of
+        /// `lock_api::RawRwLock`). The one panic of an upgrade, the deadlock checks' report of
+        /// a thread that holds a plain read too, comes before it changes the word.
+        struct ReleaseOnUnwind<'a>(&'a RawRwLock);
+        impl Drop for ReleaseOnUnwind<'_> {
+            fn drop(&mut self) {
+                // SAFETY: dropped only by an unwind out of the upgrade, which left the
+                // caller's upgradable read as it was.
+                unsafe { self.0.upgradable_unlock() }
+            }
+        }
+        let release_on_unwind = ReleaseOnUnwind(self);
         // SAFETY: as above.
         unsafe { RawRwLock::upgrade(self) };
+        core::mem::forget(release_on_unwind);
         GuardNoSend::new()
     }
 
