@@ -139,6 +139,7 @@ impl<T> Mutex<T> {
     /// # Errors
     ///
     /// A [`PoisonError`] holding `value`, not stored, if the mutex is poisoned.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn set(&self, value: T) -> Result<(), PoisonError<T>> {
         self.replace(value).map(drop)
     }

@@ -115,6 +115,7 @@ impl<T> Mutex<T> {
     }
 
     /// Sets the value under the lock; the old one is dropped after the lock is released.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn set(&self, value: T) {
         drop(self.replace(value));
     }
@@ -297,6 +298,7 @@ impl<T> RwLock<T> {
     }
 
     /// Sets the value under a write lock; the old one is dropped after the lock is released.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn set(&self, value: T) {
         drop(self.replace(value));
     }

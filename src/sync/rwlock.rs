@@ -168,6 +168,7 @@ impl<T> RwLock<T> {
     /// # Errors
     ///
     /// A [`PoisonError`] holding `value`, not stored, if the lock is poisoned.
+    #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn set(&self, value: T) -> Result<(), PoisonError<T>> {
         self.replace(value).map(drop)
     }
