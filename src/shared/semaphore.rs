@@ -40,7 +40,8 @@ pub struct SharedSemaphore {
 #[clippy::has_significant_drop]
 pub struct SharedSemaphorePermit<'a> {
     semaphore: &'a SharedSemaphore,
-    permit: Permit,
+    /// Taken out only by the drop, which gives it back.
+    permit: core::mem::ManuallyDrop<Permit>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -137,7 +138,7 @@ impl SharedSemaphore {
     fn guard(&self, permit: Permit) -> SharedSemaphorePermit<'_> {
         SharedSemaphorePermit {
             semaphore: self,
-            permit,
+            permit: core::mem::ManuallyDrop::new(permit),
             _not_send: PhantomData,
         }
     }
@@ -153,8 +154,10 @@ impl SharedSemaphorePermit<'_> {
 
 impl Drop for SharedSemaphorePermit<'_> {
     fn drop(&mut self) {
+        // SAFETY: the permit is taken out here only, once, and not looked at again.
+        let permit = unsafe { core::mem::ManuallyDrop::take(&mut self.permit) };
         // SAFETY: the semaphore outlives the permit, so its memory stays mapped for the call.
-        unsafe { self.semaphore.raw.release(self.permit) };
+        unsafe { self.semaphore.raw.release(permit) };
     }
 }
 

@@ -56,8 +56,22 @@ pub const SEMAPHORE_MAX_PERMITS: usize = 64;
 /// How often a sleeping acquirer looks at the slots for a permit whose holder died.
 const SLICE: Duration = Duration::from_millis(50);
 
-/// A permit of a [`RawSharedSemaphore`]: the slot this thread took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A permit of a [`RawSharedSemaphore`]: the slot this thread took. Neither `Copy` nor
+/// `Clone`: [`release`](RawSharedSemaphore::release) consumes it, so a permit given back cannot
+/// be given back again (which would free the slot this thread took anew since).
+///
+/// ```compile_fail,E0382
+/// use futexkit::raw::{Permit, RawSharedSemaphore};
+///
+/// fn give_back_twice(semaphore: &RawSharedSemaphore, permit: Permit) {
+///     // SAFETY: the semaphore is borrowed, so its memory stays mapped.
+///     unsafe {
+///         semaphore.release(permit);
+///         semaphore.release(permit); // the permit was moved into the first release
+///     }
+/// }
+/// ```
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Permit {
     slot: usize,
     previous_holder_died: bool,
@@ -65,12 +79,12 @@ pub struct Permit {
 
 impl Permit {
     /// The slot, 0 to permits - 1.
-    pub fn slot(self) -> usize {
+    pub fn slot(&self) -> usize {
         self.slot
     }
 
     /// Whether this permit's previous holder died holding it (the kernel gave it back).
-    pub fn previous_holder_died(self) -> bool {
+    pub fn previous_holder_died(&self) -> bool {
         self.previous_holder_died
     }
 }
