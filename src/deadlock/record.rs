@@ -333,6 +333,7 @@ pub(super) fn acquire<T: Outcome>(
                     .copied()
                     .collect();
                 state.waiting = Some(wanted);
+                state.held.reserve(1);
                 Ok((!new_pairs.is_empty()).then(|| (new_pairs, thread_name(thread))))
             });
             match checked {
@@ -347,7 +348,11 @@ pub(super) fn acquire<T: Outcome>(
         if let Some(Some(held)) = relock {
             relock_panic(held, wanted);
         }
+    } else {
+        outside_checks(|| with_record(|state, _, _| state.held.reserve(1)));
     }
+    // Room for the entry was made above, before the acquisition: once this thread has the lock
+    // it must not allocate, as the lock may be the allocator's own.
     let push = |state: &mut ThreadState| state.held.push(wanted);
     let mut finish = Finish { waited, took: None };
     let result = acquire();

@@ -5,7 +5,7 @@
 use core::fmt;
 use std::panic::Location;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::record::{
     lock, outside_checks, thread_name, tracker, Held, ThreadRecord, ThreadState, PERIOD,
@@ -65,15 +65,37 @@ pub fn check_deadlock() -> Vec<Deadlock> {
     outside_checks(find_deadlocks).unwrap_or_default()
 }
 
+/// What `copy` takes out of the value under `mutex`, into a vector given room for `len` of it
+/// before the mutex is taken, so that nothing allocates under the mutex: a thread waiting for
+/// it (to record a lock it took) may hold a lock that an allocation takes (an allocator built on
+/// futexkit locks), and would wait for this thread while this one waited for it.
+fn copied_outside<T, E>(
+    mutex: &Mutex<T>,
+    len: impl Fn(&T) -> usize,
+    mut copy: impl FnMut(&T, &mut Vec<E>),
+) -> Vec<E> {
+    let mut out = Vec::new();
+    loop {
+        let needed = len(&lock(mutex));
+        out.reserve(needed);
+        let value = lock(mutex);
+        // It may have grown in between: then make room again.
+        if len(&value) <= out.capacity() {
+            copy(&value, &mut out);
+            return out;
+        }
+    }
+}
+
 fn find_deadlocks() -> Vec<Deadlock> {
     let period = PERIOD.load(Ordering::Relaxed);
     if period == 0 {
         return Vec::new();
     }
-    let records: Vec<Arc<ThreadRecord>> = lock(&tracker().threads)
-        .iter()
-        .filter_map(Weak::upgrade)
-        .collect();
+    let records: Vec<Arc<ThreadRecord>> =
+        copied_outside(&tracker().threads, Vec::len, |threads, out| {
+            out.extend(threads.iter().filter_map(Weak::upgrade));
+        });
     // A cycle whose threads all kept their versions between the two reads is a deadlock;
     // one that changed may have been passing: look again, a few times.
     let mut confirmed = Vec::new();
@@ -81,9 +103,18 @@ fn find_deadlocks() -> Vec<Deadlock> {
         let states: Vec<ThreadState> = records
             .iter()
             .map(|record| {
-                let state = lock(&record.state).clone();
-                if state.period == period {
-                    state
+                let mut seen = ThreadState::default();
+                seen.held = copied_outside(
+                    &record.state,
+                    |state| state.held.len(),
+                    |state, held| {
+                        held.extend_from_slice(&state.held);
+                        (seen.version, seen.period, seen.waiting) =
+                            (state.version, state.period, state.waiting);
+                    },
+                );
+                if seen.period == period {
+                    seen
                 } else {
                     ThreadState::default()
                 }
