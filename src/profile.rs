@@ -109,8 +109,10 @@ pub use recording::{rate, reset, set_rate, snapshot, Frame, Profile, Site};
 mod recording {
     use core::cell::Cell;
     use core::fmt;
+    use core::ptr;
+    use std::collections::hash_map::Entry;
     use std::collections::HashMap;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
     use std::time::{Duration, Instant};
 
     use super::LockKind;
@@ -118,8 +120,30 @@ mod recording {
     /// 1 in how many contended acquisitions is recorded; 0: none.
     static RATE: AtomicU32 = AtomicU32::new(0);
     /// What was recorded, by lock and stack. std's mutex: recording must not wait on the locks
-    /// it records.
+    /// it records. Taken only where the thread holds no lock it sampled: before a sampled wait,
+    /// and by a snapshot or a reset.
     static RECORDS: std::sync::Mutex<Option<HashMap<Key, Record>>> = std::sync::Mutex::new(None);
+
+    /// Sampled waits not yet in `RECORDS`, a list pushed without a lock or an allocation: after
+    /// its wait a thread holds the lock it waited for, which may be the allocator's own (an
+    /// allocator built on futexkit locks), so it may neither allocate nor wait for a thread that
+    /// allocates under `RECORDS`.
+    static PENDING: AtomicPtr<Pending> = AtomicPtr::new(ptr::null_mut());
+
+    std::thread_local! {
+        /// Set while this thread records a sample: an acquisition the recording makes itself
+        /// (the allocator's lock, say) is not sampled, which would recurse.
+        static SAMPLING: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// A sampled wait, allocated before the wait and filled in after it.
+    struct Pending {
+        key: Key,
+        trace: backtrace::Backtrace,
+        waited: Duration,
+        rate: u32,
+        next: *mut Pending,
+    }
 
     #[derive(Clone, PartialEq, Eq, Hash)]
     struct Key {
@@ -153,7 +177,89 @@ mod recording {
 
     /// Forgets everything recorded so far.
     pub fn reset() {
-        *RECORDS.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        with_records(|records| records.clear());
+    }
+
+    /// This thread marked as recording until the drop (`SAMPLING`); `nested` if it was already.
+    struct Recording {
+        nested: bool,
+    }
+
+    impl Recording {
+        fn enter() -> Recording {
+            Recording {
+                nested: SAMPLING
+                    .try_with(|sampling| sampling.replace(true))
+                    .unwrap_or(true),
+            }
+        }
+    }
+
+    impl Drop for Recording {
+        fn drop(&mut self) {
+            if !self.nested {
+                let _ = SAMPLING.try_with(|sampling| sampling.set(false));
+            }
+        }
+    }
+
+    /// Runs `f` on the records, the pending samples moved in, with this thread marked as
+    /// recording: an acquisition that `f`'s allocations make is not sampled, as its sample
+    /// would wait for `RECORDS`, which this thread holds.
+    fn with_records<R>(f: impl FnOnce(&mut HashMap<Key, Record>) -> R) -> R {
+        let _recording = Recording::enter();
+        let mut records = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
+        let records = records.get_or_insert_with(HashMap::new);
+        take_pending(records);
+        f(records)
+    }
+
+    /// Moves every pending sample into `records`.
+    fn take_pending(records: &mut HashMap<Key, Record>) {
+        let mut node = PENDING.swap(ptr::null_mut(), Ordering::Acquire);
+        while !node.is_null() {
+            // SAFETY: the swap took the whole list, so no other thread reaches its nodes; each
+            // was made by `Box::into_raw` and published by a Release CAS, which the Acquire
+            // swap saw, with the writes that filled it in.
+            let sample = unsafe { Box::from_raw(node) };
+            let Pending {
+                key,
+                trace,
+                waited,
+                rate,
+                next,
+            } = *sample;
+            node = next;
+            let record = match records.entry(key) {
+                Entry::Occupied(entry) => entry.into_mut(),
+                Entry::Vacant(entry) => entry.insert(Record {
+                    events: 0,
+                    total: Duration::ZERO,
+                    estimated: Duration::ZERO,
+                    max: Duration::ZERO,
+                    trace,
+                }),
+            };
+            record.events += 1;
+            record.total += waited;
+            record.estimated += waited.saturating_mul(rate);
+            record.max = record.max.max(waited);
+        }
+    }
+
+    /// Publishes a filled-in sample: no lock, no allocation.
+    fn push_pending(sample: Box<Pending>) {
+        let node = Box::into_raw(sample);
+        let mut head = PENDING.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` came from `Box::into_raw` above and is this thread's alone until
+            // the CAS below publishes it.
+            unsafe { (*node).next = head };
+            match PENDING.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
     }
 
     #[inline(always)]
@@ -189,30 +295,29 @@ mod recording {
     #[cold]
     #[inline(never)]
     fn sampled<R>(kind: LockKind, lock: usize, rate: u32, wait: impl FnOnce() -> R) -> R {
+        let recording = Recording::enter();
+        if recording.nested {
+            return wait();
+        }
+        // Everything that allocates, and `RECORDS`, before the wait.
         let trace = backtrace::Backtrace::new_unresolved();
-        let start = Instant::now();
-        let acquired = wait();
-        let waited = start.elapsed();
         let key = Key {
             kind,
             lock,
             stack: trace.frames().iter().map(|f| f.ip() as usize).collect(),
         };
-        let mut records = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
-        let record = records
-            .get_or_insert_with(HashMap::new)
-            .entry(key)
-            .or_insert_with(|| Record {
-                events: 0,
-                total: Duration::ZERO,
-                estimated: Duration::ZERO,
-                max: Duration::ZERO,
-                trace,
-            });
-        record.events += 1;
-        record.total += waited;
-        record.estimated += waited.saturating_mul(rate);
-        record.max = record.max.max(waited);
+        let mut sample = Box::new(Pending {
+            key,
+            trace,
+            waited: Duration::ZERO,
+            rate,
+            next: ptr::null_mut(),
+        });
+        with_records(|_| ());
+        let start = Instant::now();
+        let acquired = wait();
+        sample.waited = start.elapsed();
+        push_pending(sample);
         acquired
     }
 
@@ -343,23 +448,23 @@ mod recording {
     pub fn snapshot() -> Profile {
         // Copied out first: resolving stacks is slow, and recording must not wait for it.
         let taken: Vec<(Site, backtrace::Backtrace)> = {
-            let records = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
-            records
-                .iter()
-                .flatten()
-                .map(|(key, r)| {
-                    let site = Site {
-                        kind: key.kind,
-                        lock: key.lock,
-                        events: r.events,
-                        total_wait: r.total,
-                        estimated_wait: r.estimated,
-                        max_wait: r.max,
-                        frames: Vec::new(),
-                    };
-                    (site, r.trace.clone())
-                })
-                .collect()
+            with_records(|records| {
+                records
+                    .iter()
+                    .map(|(key, r)| {
+                        let site = Site {
+                            kind: key.kind,
+                            lock: key.lock,
+                            events: r.events,
+                            total_wait: r.total,
+                            estimated_wait: r.estimated,
+                            max_wait: r.max,
+                            frames: Vec::new(),
+                        };
+                        (site, r.trace.clone())
+                    })
+                    .collect()
+            })
         };
         let mut sites: Vec<Site> = taken
             .into_iter()

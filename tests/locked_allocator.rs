@@ -1,6 +1,10 @@
-//! futexkit::deadlock (feature `deadlock`) under a global allocator built on a futexkit lock:
-//! the checks allocate, and their allocations take that lock.
-#![cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
+//! The deadlock checks (feature `deadlock`) and the contention profile (feature `profile`) under
+//! a global allocator built on a futexkit lock: both allocate, and their allocations take that
+//! lock, which may be the very lock they are checking or sampling.
+#![cfg(all(
+    any(feature = "deadlock", feature = "profile"),
+    not(any(futexkit_loom, futexkit_shuttle))
+))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +39,8 @@ static ALLOCATOR: LockedAllocator = LockedAllocator(RawMutex::new());
 
 #[test]
 fn checks_and_allocations_beside_a_watchdog_never_hang() {
+    #[cfg(feature = "profile")]
+    futexkit::profile::set_rate(1);
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
         let stop = Arc::new(AtomicBool::new(false));
@@ -42,7 +48,10 @@ fn checks_and_allocations_beside_a_watchdog_never_hang() {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
+                    #[cfg(feature = "deadlock")]
                     assert!(futexkit::deadlock::check_deadlock().is_empty());
+                    #[cfg(feature = "profile")]
+                    drop(futexkit::profile::snapshot());
                 }
             })
         };
