@@ -371,7 +371,7 @@ fn a_waiter_is_not_starved_by_a_barging_hog() {
 /// A sleeper woken by an unlock that finds the lock taken again (by a thread that had not slept)
 /// asks for it, and the next plain unlock hands the lock to it: the lock is not free for the
 /// unlocking thread a moment later. Rounds where the woken sleeper took the lock first decide
-/// nothing; some must decide.
+/// nothing (on a loaded machine most may not); some must decide.
 #[test]
 fn a_woken_sleeper_that_finds_the_lock_taken_gets_it_next() {
     use futexkit::raw::RawMutex;
@@ -380,7 +380,10 @@ fn a_woken_sleeper_that_finds_the_lock_taken_gets_it_next() {
 
     let raw = Arc::new(RawMutex::new());
     let mut decided = 0;
-    for round in 0..20 {
+    for round in 0..1000 {
+        if decided == 5 {
+            break;
+        }
         raw.lock();
         let (tid_tx, tid_rx) = mpsc::channel();
         let (release, released) = mpsc::channel::<()>();
