@@ -194,9 +194,12 @@ impl Spinner {
             count(Tally::HandOffSkipped);
             return false;
         }
-        let (spins, credit) = Credit::from_byte(self.credit.load(Ordering::Relaxed)).spins();
-        if !spins {
+        let before = Credit::from_byte(self.credit.load(Ordering::Relaxed));
+        let (spins, credit) = before.spins();
+        if credit != before {
             self.credit.store(credit.to_byte(), Ordering::Relaxed);
+        }
+        if !spins {
             count(Tally::HandOffSkipped);
             return false;
         }
@@ -220,6 +223,8 @@ impl Spinner {
                 break false;
             }
         };
+        // Read again: a thread sharing this spinner may have changed it meanwhile.
+        let credit = Credit::from_byte(self.credit.load(Ordering::Relaxed));
         self.credit
             .store(credit.after_spin(won).to_byte(), Ordering::Relaxed);
         count(if won {
