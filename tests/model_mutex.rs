@@ -150,49 +150,36 @@ fn timed_and_untimed_waiters_with_hand_offs() {
     });
 }
 
-/// A timed lock against a holder: it gets the lock or times out, and either way the lock ends
-/// free.
+/// `untimed` threads adding 10 under the lock beside one `try_lock_for(timeout)` adding 1: the
+/// timed one gets the lock or gives up, nobody is stranded, and the lock ends free.
+fn timed_lock_beside(untimed: u32, timeout: std::time::Duration) {
+    check(3, move || {
+        let shared = Arc::new(Mutex::new(0u32));
+        let mut lockers: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = (0..untimed)
+            .map(|_| Box::new(|m: &Mutex<u32>| *m.lock().unwrap() += 10) as Box<_>)
+            .collect();
+        lockers.push(Box::new(move |m| {
+            if let Ok(mut g) = m.try_lock_for(timeout) {
+                *g += 1;
+            }
+        }));
+        in_threads(&shared, lockers);
+        let v = *shared.try_lock().expect("the lock ends free");
+        assert!(v == 10 * untimed || v == 10 * untimed + 1, "{v}");
+    });
+}
+
+/// A timed lock against a holder: it gets the lock or times out.
 #[test]
 fn timed_lock_against_a_holder() {
-    check(3, || {
-        let shared = Arc::new(Mutex::new(0u32));
-        in_threads(
-            &shared,
-            vec![
-                Box::new(|m| *m.lock().unwrap() += 10),
-                Box::new(|m| {
-                    if let Ok(mut g) = m.try_lock_for(FAR) {
-                        *g += 1;
-                    }
-                }),
-            ],
-        );
-        let v = *shared.try_lock().expect("the lock ends free");
-        assert!(v == 10 || v == 11, "{v}");
-    });
+    timed_lock_beside(1, FAR);
 }
 
 /// An attempt whose deadline has passed, beside a holder and an untimed waiter: it takes a free
 /// lock or leaves without touching the word, and the waiter is not stranded.
 #[test]
 fn an_attempt_whose_deadline_has_passed_beside_a_waiter() {
-    check(3, || {
-        let shared = Arc::new(Mutex::new(0u32));
-        in_threads(
-            &shared,
-            vec![
-                Box::new(|m| *m.lock().unwrap() += 10),
-                Box::new(|m| *m.lock().unwrap() += 10),
-                Box::new(|m| {
-                    if let Ok(mut g) = m.try_lock_for(std::time::Duration::ZERO) {
-                        *g += 1;
-                    }
-                }),
-            ],
-        );
-        let v = *shared.try_lock().expect("the lock ends free");
-        assert!(v == 20 || v == 21, "{v}");
-    });
+    timed_lock_beside(2, std::time::Duration::ZERO);
 }
 
 /// A fair unlock while only a timed waiter sleeps must release, not hand off (the timed waiter
