@@ -37,12 +37,29 @@ unsafe impl GlobalAlloc for LockedAllocator {
 #[global_allocator]
 static ALLOCATOR: LockedAllocator = LockedAllocator(RawMutex::new());
 
-#[test]
-fn checks_and_allocations_beside_a_watchdog_never_hang() {
-    #[cfg(feature = "profile")]
-    futexkit::profile::set_rate(1);
+/// The tests of this file one at a time: one of them holds the allocator's lock and switches
+/// the deadlock checks. A std Mutex, as it allocates nothing.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `f` on a thread of its own; aborts the process if it has not returned within a minute
+/// (a hang in the allocator leaves a panic unable even to format its message).
+fn within_a_minute(f: impl FnOnce() + Send + 'static) {
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
+        f();
+        done_tx.send(()).unwrap();
+    });
+    if done_rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        std::process::abort();
+    }
+}
+
+#[test]
+fn checks_and_allocations_beside_a_watchdog_never_hang() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    #[cfg(feature = "profile")]
+    futexkit::profile::set_rate(1);
+    within_a_minute(|| {
         let stop = Arc::new(AtomicBool::new(false));
         let watchdog = {
             let stop = Arc::clone(&stop);
@@ -75,11 +92,94 @@ fn checks_and_allocations_beside_a_watchdog_never_hang() {
         }
         stop.store(true, Ordering::Relaxed);
         watchdog.join().unwrap();
-        done_tx.send(()).unwrap();
     });
-    if done_rx.recv_timeout(Duration::from_secs(60)).is_err() {
-        // The checks and the allocator hung: a panic could not even format its message, as
-        // that allocates. Abort, which allocates nothing.
-        std::process::abort();
+}
+
+/// Whether the thread `tid` of this process sleeps (state `S` in its `stat`), read without
+/// allocating: the allocator's lock may be held.
+#[cfg(feature = "deadlock")]
+fn sleeps(tid: libc::pid_t) -> bool {
+    let mut path = *b"/proc/self/task/\0\0\0\0\0\0\0\0\0\0\0\0/stat\0";
+    let mut digits = [0u8; 12];
+    let (mut n, mut len) = (tid, 0);
+    while n > 0 || len == 0 {
+        digits[len] = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
     }
+    let start = b"/proc/self/task/".len();
+    for i in 0..len {
+        path[start + i] = digits[len - 1 - i];
+    }
+    path[start + len..start + len + 6].copy_from_slice(b"/stat\0");
+    let mut stat = [0u8; 512];
+    // SAFETY: `path` is NUL-terminated; `stat` is writable for its length.
+    let read = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY);
+        assert!(fd >= 0);
+        let read = libc::read(fd, stat.as_mut_ptr().cast(), stat.len());
+        libc::close(fd);
+        read
+    };
+    let stat = &stat[..usize::try_from(read).unwrap()];
+    // The state follows the command name, which ends with the last ')'.
+    let after_name = stat.iter().rposition(|&b| b == b')').unwrap();
+    stat[after_name + 2] == b'S'
+}
+
+/// The checks turned on while a thread waits for the allocator's lock, its acquisition begun
+/// with them off: the end of that acquisition must not make the thread's record, as making it
+/// allocates while the thread holds the allocator's lock.
+#[cfg(feature = "deadlock")]
+#[test]
+fn checks_turned_on_during_an_allocation_never_hang() {
+    use std::sync::atomic::AtomicI32;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    futexkit::deadlock::set_enabled(false);
+    within_a_minute(|| {
+        // Threads meet on atomics alone: while the holder holds the allocator's lock, nothing
+        // here may allocate.
+        static HELD: AtomicBool = AtomicBool::new(false);
+        static GO: AtomicBool = AtomicBool::new(false);
+        static WAITER: AtomicI32 = AtomicI32::new(0);
+        static RELEASE: AtomicBool = AtomicBool::new(false);
+        let until = |flag: &AtomicBool| {
+            while !flag.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+        };
+        // Both threads started (which allocates) before the holder takes the lock.
+        let waiter = std::thread::spawn(move || {
+            WAITER.store(
+                // SAFETY: gettid has no preconditions.
+                unsafe { libc::gettid() },
+                Ordering::Release,
+            );
+            until(&GO);
+            // Waits for the holder, the acquisition's checks begun while they were off.
+            drop(std::hint::black_box(Box::new(1u64)));
+        });
+        let tid = loop {
+            match WAITER.load(Ordering::Acquire) {
+                0 => std::thread::yield_now(),
+                tid => break tid,
+            }
+        };
+        let holder = std::thread::spawn(move || {
+            ALLOCATOR.0.lock();
+            HELD.store(true, Ordering::Release);
+            until(&RELEASE);
+            // SAFETY: locked above by this thread.
+            unsafe { ALLOCATOR.0.unlock() };
+        });
+        until(&HELD);
+        GO.store(true, Ordering::Release);
+        while !sleeps(tid) {
+            std::thread::yield_now();
+        }
+        futexkit::deadlock::set_enabled(true);
+        RELEASE.store(true, Ordering::Release);
+        holder.join().unwrap();
+        waiter.join().unwrap();
+    });
 }

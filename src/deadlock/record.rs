@@ -215,8 +215,26 @@ pub(super) fn outside_checks<R>(f: impl FnOnce() -> R) -> Option<R> {
 
 /// Runs `f` on this thread's record (made if need be, emptied if made in an earlier
 /// period), its pairs seen and its thread, unless the checks are off; the record's version
-/// is bumped. Called inside `outside_checks`.
+/// is bumped. Making a record allocates, so only a step before an acquisition calls this;
+/// the others call [`with_existing_record`]. Called inside `outside_checks`.
 fn with_record<R>(
+    f: impl FnOnce(&mut ThreadState, &mut HashSet<(u64, u64)>, Option<&Thread>) -> R,
+) -> Option<R> {
+    record_access(true, f)
+}
+
+/// [`with_record`] for a step that may hold the lock it records (the end of an acquisition,
+/// a release, a downgrade), where allocating could wait for that very lock (an allocator's):
+/// `None` where this thread has no record yet, as when the checks were turned on after its
+/// acquisition began.
+fn with_existing_record<R>(
+    f: impl FnOnce(&mut ThreadState, &mut HashSet<(u64, u64)>, Option<&Thread>) -> R,
+) -> Option<R> {
+    record_access(false, f)
+}
+
+fn record_access<R>(
+    make: bool,
     f: impl FnOnce(&mut ThreadState, &mut HashSet<(u64, u64)>, Option<&Thread>) -> R,
 ) -> Option<R> {
     let period = PERIOD.load(Ordering::Relaxed);
@@ -231,6 +249,9 @@ fn with_record<R>(
                 .as_ref()
                 .map_or(true, |l| !core::ptr::eq(l.tracker, tracker))
             {
+                if !make {
+                    return None;
+                }
                 let record = Arc::new(ThreadRecord {
                     // Older std panics here once the thread's own locals are destroyed.
                     thread: std::panic::catch_unwind(std::thread::current).ok(),
@@ -265,9 +286,10 @@ fn with_record<R>(
                 state.period = period;
             }
             state.version += 1;
-            f(&mut state, seen_pairs, record.thread.as_ref())
+            Some(f(&mut state, seen_pairs, record.thread.as_ref()))
         })
         .ok()
+        .flatten()
 }
 
 /// The end of an acquisition or upgrade, also when it unwinds: clears the waiting entry
@@ -280,7 +302,7 @@ struct Finish<'a> {
 impl Drop for Finish<'_> {
     fn drop(&mut self) {
         outside_checks(|| {
-            with_record(|state, _, _| {
+            with_existing_record(|state, _, _| {
                 if self.waited {
                     state.waiting = None;
                 }
@@ -352,8 +374,13 @@ pub(super) fn acquire<T: Outcome>(
         outside_checks(|| with_record(|state, _, _| state.held.reserve(1)));
     }
     // Room for the entry was made above, before the acquisition: once this thread has the lock
-    // it must not allocate, as the lock may be the allocator's own.
-    let push = |state: &mut ThreadState| state.held.push(wanted);
+    // it must not allocate, as the lock may be the allocator's own. Where there is no room (the
+    // checks were off at that step), the acquisition goes unrecorded.
+    let push = |state: &mut ThreadState| {
+        if state.held.len() < state.held.capacity() {
+            state.held.push(wanted);
+        }
+    };
     let mut finish = Finish { waited, took: None };
     let result = acquire();
     if result.took() {
@@ -375,7 +402,7 @@ fn relock_panic(held: Held, wanted: Held) -> ! {
 pub(super) fn release(lock: Target<'_>, mode: Mode) {
     let name = lock.name();
     outside_checks(|| {
-        with_record(|state, _, _| {
+        with_existing_record(|state, _, _| {
             if let Some(i) = state
                 .held
                 .iter()
@@ -401,7 +428,7 @@ fn change_mode(state: &mut ThreadState, name: LockName, from: Mode, to: Mode) {
 
 pub(super) fn change(lock: Target<'_>, from: Mode, to: Mode) {
     let name = lock.name();
-    outside_checks(|| with_record(|state, _, _| change_mode(state, name, from, to)));
+    outside_checks(|| with_existing_record(|state, _, _| change_mode(state, name, from, to)));
 }
 
 #[track_caller]
