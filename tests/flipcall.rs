@@ -431,6 +431,7 @@ fn a_lying_peer_gets_protocol_errors() {
         })) => {}
         other => panic!("expected LengthOutOfRange, got {other:?}"),
     }
+    assert!(client.holds_turn());
     let peer = liar.join().unwrap();
 
     // A state no endpoint writes.

@@ -459,3 +459,39 @@ fn a_fair_unlock_hands_the_lock_to_the_sleeper() {
     }
     assert!(raw.try_lock(), "the lock ends free");
 }
+
+/// Where a sandbox refuses `FUTEX_WAIT_BITSET` (the wait every futexkit sleep makes), a waiter
+/// cannot sleep: a timed wait must still end at its deadline, and a waiter must still get the
+/// lock once it is free, each by looking again instead of sleeping.
+#[test]
+fn a_thread_refused_futex_wait_still_gets_the_lock_and_meets_its_deadlines() {
+    const FUTEX_WAIT_BITSET: u32 = 9;
+    let pair = Arc::new((Mutex::new(0u32), futexkit::Condvar::new()));
+    let held = pair.0.lock().unwrap();
+    let (timed_out_tx, timed_out_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn({
+        let pair = Arc::clone(&pair);
+        move || {
+            futexkit_support::seccomp::refuse_futex_op(FUTEX_WAIT_BITSET);
+            let (mutex, condvar) = &*pair;
+            assert!(matches!(
+                mutex.try_lock_for(Duration::from_millis(20)),
+                Err(TryLockError::WouldBlock)
+            ));
+            timed_out_tx.send(()).unwrap();
+            let mut guard = mutex.lock().unwrap();
+            *guard += 1;
+            let (guard, timeout) = condvar
+                .wait_timeout_while(guard, Duration::from_millis(20), |_| true)
+                .unwrap();
+            assert!(timeout.timed_out());
+            *guard
+        }
+    });
+    timed_out_rx.recv().unwrap();
+    // Time for the waiter's lock to run out of spin and be refused its sleep (it gets the lock
+    // either way).
+    std::thread::sleep(Duration::from_millis(20));
+    drop(held);
+    assert_eq!(waiter.join().unwrap(), 1);
+}

@@ -50,7 +50,9 @@ pub enum Violation {
     /// The state word kept changing while this side held the turn (a peer may only add
     /// `SLEEPING` or `SHUTDOWN` then, once each).
     Unsettled(u32),
-    /// A message length beyond the window's capacity.
+    /// A message length beyond the window's capacity. The turn came with it, so this side
+    /// holds the turn ([`Endpoint::holds_turn`](super::Endpoint::holds_turn)): it may answer
+    /// (with an error message, say), or drop the endpoint.
     LengthOutOfRange {
         /// The length the peer wrote.
         len: u32,

@@ -39,6 +39,12 @@
 //!   process holds it: a region keeps its mapping then (`Region`'s `Drop`), and a dropped
 //!   `RawSharedMutex` is unlocked, or the process aborts (its `Drop`).
 //!
+//! Another C library's head cannot be shared (`Unsupported::ForeignList`), and where a thread
+//! has none futexkit registers `own_head`. musl registers its head only when a thread first
+//! locks a robust pthread mutex, replacing whatever was registered: after that, the kernel no
+//! longer walks futexkit's list for that thread. futexkit does not look again at every lock (a
+//! system call each); the README's kernel table says so.
+//!
 //! Only the kernel, walking the list at the thread's death, follows `E.next`: a hostile peer
 //! that rewrites it can make the walk skip this thread's later entries or visit other memory of
 //! the dying process, where the kernel changes only a 32-bit word equal to the dying thread's id.

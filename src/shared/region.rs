@@ -208,6 +208,12 @@ impl Drop for Region {
     /// robust list. The kernel reads the list when the thread dies, and an unmapped entry would
     /// end its walk there, leaving the thread's later entries (glibc's robust mutexes among
     /// them) unmarked; so the mapping is left in place, for good.
+    ///
+    /// The lock words are in memory a peer process can write, so a hostile peer decides this
+    /// too: one that writes a thread id of this process into a word keeps the mapping for good,
+    /// and one that clears a word this process holds gets it unmapped, which ends that thread's
+    /// walk early, the harm a peer that rewrites an entry's `next` can do already
+    /// (`src/futex/robust.rs`).
     fn drop(&mut self) {
         if self.held_in_this_process() {
             return;
