@@ -128,7 +128,8 @@ impl RawPiMutex {
     }
 
     /// Blocks until this thread holds the lock or `deadline` passes; returns whether it holds
-    /// it.
+    /// it. Before Linux 5.14 the kernel measures it on the realtime clock (converted once), so
+    /// a wall clock set back or forward meanwhile lengthens or shortens the wait.
     ///
     /// # Panics
     ///
@@ -139,7 +140,8 @@ impl RawPiMutex {
     }
 
     /// Blocks until this thread holds the lock or `timeout` passes; returns whether it holds
-    /// it.
+    /// it. Before Linux 5.14 the kernel measures it on the realtime clock (converted once), so
+    /// a wall clock set back or forward meanwhile lengthens or shortens the wait.
     ///
     /// # Panics
     ///

@@ -128,6 +128,11 @@ impl<T: ?Sized> PiMutex<T> {
 
     /// Blocks until this thread holds the lock or `timeout` has passed.
     ///
+    /// Before Linux 5.14 (no `FUTEX_LOCK_PI2`) the kernel measures a PI lock's timeout on the
+    /// realtime clock, as glibc's `pthread_mutex_timedlock` does there: the deadline is converted
+    /// once, so a wall clock set back during the wait lengthens it by as much, and one set
+    /// forward shortens it.
+    ///
     /// # Errors
     ///
     /// As [`try_lock`](PiMutex::try_lock), with `WouldBlock` meaning the time ran out.
@@ -140,7 +145,8 @@ impl<T: ?Sized> PiMutex<T> {
         poison::try_result(self.raw.try_lock_for(timeout), || self.guard())
     }
 
-    /// Blocks until this thread holds the lock or `deadline` has passed.
+    /// Blocks until this thread holds the lock or `deadline` has passed (before Linux 5.14, as
+    /// measured on the realtime clock: see [`try_lock_for`](PiMutex::try_lock_for)).
     ///
     /// # Errors
     ///
