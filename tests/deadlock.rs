@@ -592,7 +592,8 @@ fn an_upgrade_waiting_for_a_busy_reader_is_no_deadlock() {
 #[test]
 fn a_look_at_a_shared_mutex_whose_owner_died_leaves_no_hold_behind() {
     use futexkit::shared::{LockError, SharedMutex};
-    let looked: &'static SharedMutex<u32> = Box::leak(Box::new(SharedMutex::new(5)));
+    // SAFETY: leaked in a Box before its first lock, never moved.
+    let looked: &'static SharedMutex<u32> = Box::leak(Box::new(unsafe { SharedMutex::new(5) }));
     let other: &'static Mutex<u32> = Box::leak(Box::new(Mutex::new(0)));
     // The holder exits holding it: the kernel marks the owner dead.
     std::thread::spawn(move || std::mem::forget(looked.lock().unwrap()))
@@ -622,7 +623,8 @@ fn a_look_at_a_shared_mutex_whose_owner_died_leaves_no_hold_behind() {
 #[test]
 fn a_shared_try_write_leaves_no_hold_behind() {
     use futexkit::raw::{RawSharedMutex, RawSharedRwLock};
-    let lock: &'static RawSharedRwLock = Box::leak(Box::new(RawSharedRwLock::new()));
+    // SAFETY: leaked in a Box before its first lock, never moved.
+    let lock: &'static RawSharedRwLock = Box::leak(Box::new(unsafe { RawSharedRwLock::new() }));
     // SAFETY: the writer's word, a RawSharedMutex, opens the lock's memory, which is leaked.
     let writer_word: &'static RawSharedMutex =
         unsafe { RawSharedMutex::from_ptr((lock as *const RawSharedRwLock).cast()) };

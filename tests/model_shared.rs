@@ -21,7 +21,8 @@ use model::{check, in_threads, sized, Arc, FAR};
 /// Locked increments split into a load and a store; with `timed`, the odd threads lock with a
 /// (far) deadline.
 fn mutex_increments(threads: usize, increments: usize, timed: bool) {
-    let shared = Arc::new((RawSharedMutex::new(), AtomicUsize::new(0)));
+    // SAFETY: in an Arc before its first use, never moved out.
+    let shared = Arc::new((unsafe { RawSharedMutex::new() }, AtomicUsize::new(0)));
     let work = (0..threads)
         .map(|i| {
             Box::new(move |(raw, count): &(RawSharedMutex, AtomicUsize)| {
@@ -70,7 +71,8 @@ fn shared_condvar_does_not_lose_a_notify() {
     let waiters = if cfg!(futexkit_loom) { 1 } else { 3 };
     check(3, move || {
         let shared = Arc::new((
-            RawSharedMutex::new(),
+            // SAFETY: in an Arc before its first use, never moved out.
+            unsafe { RawSharedMutex::new() },
             RawSharedCondvar::new(),
             AtomicUsize::new(0),
         ));
@@ -102,7 +104,8 @@ fn shared_condvar_does_not_lose_a_notify() {
 fn shared_condvar_notify_one_hands_turns() {
     check(3, || {
         let shared = Arc::new((
-            RawSharedMutex::new(),
+            // SAFETY: in an Arc before its first use, never moved out.
+            unsafe { RawSharedMutex::new() },
             RawSharedCondvar::new(),
             AtomicUsize::new(0),
         ));
@@ -144,7 +147,8 @@ fn shared_rwlock_readers_never_see_a_write_in_progress() {
     let (readers, writers) = sized((1, 1), (3, 2));
     check(2, move || {
         let shared = Arc::new((
-            RawSharedRwLock::new(),
+            // SAFETY: in an Arc before its first use, never moved out.
+            unsafe { RawSharedRwLock::new() },
             AtomicUsize::new(0),
             AtomicUsize::new(0),
         ));
@@ -182,7 +186,8 @@ fn shared_rwlock_readers_never_see_a_write_in_progress() {
 #[cfg(futexkit_shuttle)]
 fn shared_rwlock_writer_woken_on_a_taken_slot_passes_its_wake_on() {
     check(3, || {
-        let lock = Arc::new(RawSharedRwLock::new());
+        // SAFETY: in an Arc before its first use, never moved out.
+        let lock = Arc::new(unsafe { RawSharedRwLock::new() });
         let mut work: Vec<Box<dyn FnOnce(&RawSharedRwLock) + Send>> = Vec::new();
         work.push(Box::new(|lock| {
             lock.write().unwrap();
@@ -208,7 +213,11 @@ fn shared_barrier_rounds_have_one_leader() {
     check(2, || {
         const PARTIES: usize = 3;
         const ROUNDS: usize = 2;
-        let shared = Arc::new((RawSharedBarrier::new(PARTIES), AtomicUsize::new(0)));
+        // SAFETY: in an Arc before its first use, never moved out.
+        let shared = Arc::new((
+            unsafe { RawSharedBarrier::new(PARTIES) },
+            AtomicUsize::new(0),
+        ));
         let work = (0..PARTIES)
             .map(|_| {
                 Box::new(|(barrier, leaders): &(RawSharedBarrier, AtomicUsize)| {
@@ -236,7 +245,11 @@ fn shared_semaphore_never_has_more_holders_than_permits() {
     check(2, || {
         const PERMITS: usize = 2;
         const THREADS: usize = 4;
-        let shared = Arc::new((RawSharedSemaphore::new(PERMITS), AtomicUsize::new(0)));
+        // SAFETY: in an Arc before its first use, never moved out.
+        let shared = Arc::new((
+            unsafe { RawSharedSemaphore::new(PERMITS) },
+            AtomicUsize::new(0),
+        ));
         let work = (0..THREADS)
             .map(|_| {
                 Box::new(|(semaphore, inside): &(RawSharedSemaphore, AtomicUsize)| {

@@ -1063,7 +1063,8 @@ fn semaphores_latches_and_events_live_in_regions() {
 fn a_shared_mutex_dropped_while_held() {
     const CHILD: &str = "FUTEXKIT_TEST_DROP_HELD_BY_ANOTHER";
     if std::env::var_os(CHILD).is_some() {
-        let raw = std::sync::Arc::new(RawSharedMutex::new());
+        // SAFETY: in an Arc before its first lock, never moved out.
+        let raw = std::sync::Arc::new(unsafe { RawSharedMutex::new() });
         let (held, rx) = std::sync::mpsc::channel();
         let holder = std::sync::Arc::clone(&raw);
         std::thread::spawn(move || {
@@ -1078,14 +1079,16 @@ fn a_shared_mutex_dropped_while_held() {
     }
 
     // This thread's own holds, raw and typed, leaked and then dropped.
-    let raw = Box::new(RawSharedMutex::new());
+    // SAFETY (this and the next two): boxed, or kept in this frame, before the first lock, and
+    // never moved out.
+    let raw = Box::new(unsafe { RawSharedMutex::new() });
     assert_eq!(raw.lock(), Ok(futexkit::raw::Acquired::Consistent));
     drop(raw);
-    let typed = Box::new(SharedMutex::new(7u32));
+    let typed = Box::new(unsafe { SharedMutex::new(7u32) });
     std::mem::forget(typed.lock().unwrap());
     drop(typed);
     // The thread's robust list still works after the drops: a fresh mutex locks and unlocks.
-    let again = RawSharedMutex::new();
+    let again = unsafe { RawSharedMutex::new() };
     assert_eq!(again.lock(), Ok(futexkit::raw::Acquired::Consistent));
     // SAFETY: locked just above.
     unsafe { again.unlock() };
@@ -1129,7 +1132,8 @@ mod without_futex_wake_op {
     #[test]
     fn a_condvar_notify_wakes_its_sleeper() {
         let shared = Arc::new((
-            RawSharedMutex::new(),
+            // SAFETY: in an Arc before its first lock, never moved out.
+            unsafe { RawSharedMutex::new() },
             RawSharedCondvar::new(),
             AtomicBool::new(false),
         ));
@@ -1166,7 +1170,8 @@ mod without_futex_wake_op {
 
     #[test]
     fn a_barrier_round_releases_its_sleeper() {
-        let barrier = Arc::new(RawSharedBarrier::new(2));
+        // SAFETY: in an Arc before its first join, never moved out.
+        let barrier = Arc::new(unsafe { RawSharedBarrier::new(2) });
         let sleeper = spawn_blocked({
             let barrier = Arc::clone(&barrier);
             move || {
@@ -1205,7 +1210,8 @@ fn a_reader_waiting_for_a_slot_takes_another_that_frees() {
     use futexkit_support::blocked::{gettid, wait_until_blocked};
     use std::sync::mpsc::channel;
 
-    let lock = RawSharedRwLock::new();
+    // SAFETY: kept in this frame, which the scope's threads borrow it from, never moved.
+    let lock = unsafe { RawSharedRwLock::new() };
     std::thread::scope(|s| {
         let mut holders = Vec::new();
         for _ in 0..READER_SLOTS {
@@ -1256,7 +1262,8 @@ fn a_second_read_by_one_thread_is_refused_whichever_slot_it_holds() {
     use futexkit_support::blocked::gettid;
     use std::sync::mpsc::channel;
 
-    let lock = RawSharedRwLock::new();
+    // SAFETY: kept in this frame, which the scope's threads borrow it from, never moved.
+    let lock = unsafe { RawSharedRwLock::new() };
     let first = gettid() as usize % READER_SLOTS;
     std::thread::scope(|s| {
         let mut holders = std::collections::HashMap::new();

@@ -61,7 +61,8 @@ fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
 fn warm_up() {
     futexkit::spin::SpinWait::new().spin();
     let _ = futexkit::capabilities();
-    drop(SharedMutex::new(0u8).lock());
+    // SAFETY: a temporary, locked and unlocked within this statement, never moved while held.
+    drop(unsafe { SharedMutex::new(0u8) }.lock());
 }
 
 /// Waits for `pid` to exit (or be killed); panics at `HANG`.

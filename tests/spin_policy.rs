@@ -244,7 +244,8 @@ fn a_lock_attempt_whose_deadline_has_passed_does_not_spin() {
     // thread has been joined.
     let mutex = Mutex::new(());
     let rwlock = RwLock::new(());
-    let shared = SharedMutex::new(0u32);
+    // SAFETY: kept in this frame until its guard and the attempts are gone, never moved.
+    let shared = unsafe { SharedMutex::new(0u32) };
     let before = decisions().lock;
     let attempt = |f: &(dyn Fn() + Sync)| std::thread::scope(|s| s.spawn(f).join().unwrap());
     let _held = mutex.lock().unwrap();

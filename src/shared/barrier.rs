@@ -40,9 +40,15 @@ impl SharedBarrier {
     /// # Panics
     ///
     /// If `parties` is 0 or more than [`BARRIER_MAX_PARTIES`](crate::raw::BARRIER_MAX_PARTIES).
-    pub fn new(parties: usize) -> SharedBarrier {
+    ///
+    /// # Safety
+    ///
+    /// As [`RawSharedBarrier::new`]: from the first join until it is dropped, the barrier
+    /// stays at its address and its memory is not freed without dropping it.
+    pub unsafe fn new(parties: usize) -> SharedBarrier {
         SharedBarrier {
-            raw: RawSharedBarrier::new(parties),
+            // SAFETY: the caller's promise, passed on.
+            raw: unsafe { RawSharedBarrier::new(parties) },
         }
     }
 

@@ -45,9 +45,16 @@ impl<T: Plain> SharedMutex<T> {
     crate::futex::sys::const_fn! {
         /// An unlocked mutex holding `value`, to be placed in shared memory by the caller (a
         /// [`Region`](crate::shared::Region) does this itself).
-        pub const fn new(value: T) -> SharedMutex<T> {
+        ///
+        /// # Safety
+        ///
+        /// As [`RawSharedMutex::new`]: from the first lock until it is dropped, the mutex
+        /// stays at its address and its memory is not freed without dropping it (a leaked
+        /// guard included).
+        pub const unsafe fn new(value: T) -> SharedMutex<T> {
             SharedMutex {
-                raw: RawSharedMutex::new(),
+                // SAFETY: the caller's promise, passed on.
+                raw: unsafe { RawSharedMutex::new() },
                 value: UnsafeCell::new(value),
             }
         }

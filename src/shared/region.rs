@@ -606,7 +606,9 @@ impl RegionBuilder {
     pub fn mutex<T: Plain>(self, name: &str, value: T) -> RegionBuilder {
         self.plan::<T>(name, ObjectKind::Mutex, 0, move |at| {
             // SAFETY: `at` is this object's place in a fresh mapping nobody else has yet,
-            // aligned and sized for it (`build`).
+            // aligned and sized for it (`build`); the lock is made in its place, which it never
+            // leaves, and the mapping stays while a thread of this process holds a lock of it
+            // (`Region`'s `Drop`).
             unsafe { at.cast::<SharedMutex<T>>().write(SharedMutex::new(value)) }
         })
     }
@@ -622,7 +624,7 @@ impl RegionBuilder {
     /// Adds a [`SharedRwLock`] named `name` holding `value`.
     pub fn rwlock<T: Plain>(self, name: &str, value: T) -> RegionBuilder {
         self.plan::<T>(name, ObjectKind::RwLock, 0, move |at| {
-            // SAFETY: as in `mutex`.
+            // SAFETY: as in `mutex`, the lock made in its place.
             unsafe { at.cast::<SharedRwLock<T>>().write(SharedRwLock::new(value)) }
         })
     }

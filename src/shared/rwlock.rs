@@ -47,9 +47,15 @@ type WriteResult<'a, T> =
 
 impl<T: Plain> SharedRwLock<T> {
     /// An unlocked lock holding `value`, to be placed in shared memory by the caller.
-    pub fn new(value: T) -> SharedRwLock<T> {
+    ///
+    /// # Safety
+    ///
+    /// As [`RawSharedRwLock::new`]: from the first lock until it is dropped, the lock stays at
+    /// its address and its memory is not freed without dropping it (a leaked guard included).
+    pub unsafe fn new(value: T) -> SharedRwLock<T> {
         SharedRwLock {
-            raw: RawSharedRwLock::new(),
+            // SAFETY: the caller's promise, passed on.
+            raw: unsafe { RawSharedRwLock::new() },
             value: UnsafeCell::new(value),
         }
     }

@@ -53,9 +53,15 @@ impl SharedSemaphore {
     ///
     /// If `permits` is 0 or more than
     /// [`SEMAPHORE_MAX_PERMITS`](crate::raw::SEMAPHORE_MAX_PERMITS).
-    pub fn new(permits: usize) -> SharedSemaphore {
+    ///
+    /// # Safety
+    ///
+    /// As [`RawSharedSemaphore::new`]: from the first permit taken until it is dropped, the
+    /// semaphore stays at its address and its memory is not freed without dropping it.
+    pub unsafe fn new(permits: usize) -> SharedSemaphore {
         SharedSemaphore {
-            raw: RawSharedSemaphore::new(permits),
+            // SAFETY: the caller's promise, passed on.
+            raw: unsafe { RawSharedSemaphore::new(permits) },
         }
     }
 

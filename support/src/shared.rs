@@ -150,7 +150,8 @@ fn reap(pid: libc::pid_t) {
 /// policy's measurement, this thread's robust list).
 pub fn warm_up() {
     futexkit::spin::SpinWait::new().spin();
-    drop(futexkit::shared::SharedMutex::new(0u8).lock());
+    // SAFETY: a temporary, locked and unlocked within this statement, never moved while held.
+    drop(unsafe { futexkit::shared::SharedMutex::new(0u8) }.lock());
 }
 
 /// `workers` processes (threads, in-process) take one lock in a loop for `time`, adding 1 to
@@ -362,7 +363,8 @@ pub fn death_to_next_locker(imp: usize, runs: usize) -> Option<Duration> {
 pub fn uncontended(imp: &str, n: u64) {
     match imp {
         "futexkit-shared" => {
-            let m = Box::new(futexkit::shared::SharedMutex::new(0u64));
+            // SAFETY: boxed before its first lock, and never moved out.
+            let m = Box::new(unsafe { futexkit::shared::SharedMutex::new(0u64) });
             for _ in 0..n {
                 std::hint::black_box(&*m)
                     .lock()

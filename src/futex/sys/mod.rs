@@ -47,6 +47,15 @@ macro_rules! const_fn {
         $(#[$attr])*
         $vis fn $($rest)*
     };
+    ($(#[$attr:meta])* $vis:vis const unsafe fn $($rest:tt)*) => {
+        #[cfg(not(any(futexkit_loom, futexkit_shuttle)))]
+        $(#[$attr])*
+        $vis const unsafe fn $($rest)*
+
+        #[cfg(any(futexkit_loom, futexkit_shuttle))]
+        $(#[$attr])*
+        $vis unsafe fn $($rest)*
+    };
 }
 pub(crate) use const_fn;
 

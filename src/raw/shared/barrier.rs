@@ -126,7 +126,8 @@ impl std::error::Error for BarrierError {}
 /// ```
 /// use futexkit::raw::RawSharedBarrier;
 ///
-/// let barrier = RawSharedBarrier::new(1);
+/// // SAFETY: kept in this frame, never moved (shared memory is where it belongs: `from_ptr`).
+/// let barrier = unsafe { RawSharedBarrier::new(1) };
 /// let party = barrier.join()?;
 /// // SAFETY: this thread joined as `party`.
 /// assert!(unsafe { barrier.wait(party, None) }?, "the only party leads");
@@ -158,7 +159,17 @@ impl RawSharedBarrier {
     /// # Panics
     ///
     /// If `parties` is 0 or more than [`BARRIER_MAX_PARTIES`].
-    pub fn new(parties: usize) -> RawSharedBarrier {
+    ///
+    /// # Safety
+    ///
+    /// From the first time a thread of this process joins it until it is dropped, the value
+    /// must stay at its address, and its memory must not be freed or reused without dropping it
+    /// (moved out of its place, or `mem::forget` and then freed): the thread's robust list, which
+    /// the kernel walks when the thread dies, holds that address until the membership is released
+    /// (`Drop` releases this thread's, and aborts the process if another thread's remain). So
+    /// put it where it stays before joining it: in shared memory ([`from_ptr`](Self::from_ptr)), a
+    /// `Box`, an `Arc` or a `static`, never to be moved out.
+    pub unsafe fn new(parties: usize) -> RawSharedBarrier {
         assert!(
             (1..=BARRIER_MAX_PARTIES).contains(&parties),
             "a shared barrier takes 1 to {BARRIER_MAX_PARTIES} parties, not {parties}"
@@ -167,7 +178,8 @@ impl RawSharedBarrier {
             generation: Futex::shared(0),
             arrived: AtomicU32::new(0),
             parties: AtomicU32::new(parties as u32),
-            members: core::array::from_fn(|_| RawSharedMutex::new()),
+            // SAFETY: the members' words are the barrier's, placed where the caller places it.
+            members: core::array::from_fn(|_| unsafe { RawSharedMutex::new() }),
         }
     }
 

@@ -52,7 +52,9 @@ use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
 /// use futexkit::raw::{Acquired, RawSharedCondvar, RawSharedMutex};
 /// use std::time::Duration;
 ///
-/// let (mutex, condvar) = (RawSharedMutex::new(), RawSharedCondvar::new());
+/// // SAFETY: kept in this frame, never moved (shared memory is where it belongs: `from_ptr`).
+/// let mutex = unsafe { RawSharedMutex::new() };
+/// let condvar = RawSharedCondvar::new();
 /// mutex.lock()?;
 /// // Nobody notifies: the wait ends at its deadline, with the mutex held again.
 /// let deadline = Deadline::after(Duration::from_millis(1));

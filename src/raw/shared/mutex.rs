@@ -173,7 +173,8 @@ impl std::error::Error for RawLockError {}
 /// ```
 /// use futexkit::raw::{Acquired, RawSharedMutex};
 ///
-/// let raw = RawSharedMutex::new(); // in memory of one process here; see `from_ptr`
+/// // SAFETY: kept in this frame, never moved (shared memory is where it belongs: `from_ptr`).
+/// let raw = unsafe { RawSharedMutex::new() };
 /// assert_eq!(raw.lock(), Ok(Acquired::Consistent));
 /// // SAFETY: this thread holds it, and `raw` outlives the call.
 /// unsafe { raw.unlock() };
@@ -191,12 +192,6 @@ impl fmt::Debug for RawSharedMutex {
             .field("waiters", &(word & WAITERS != 0))
             .field("owner_died", &(word & OWNER_DIED != 0))
             .finish()
-    }
-}
-
-impl Default for RawSharedMutex {
-    fn default() -> RawSharedMutex {
-        RawSharedMutex::new()
     }
 }
 
@@ -228,7 +223,23 @@ impl Drop for RawSharedMutex {
 impl RawSharedMutex {
     crate::futex::sys::const_fn! {
         /// An unlocked mutex.
-        pub const fn new() -> RawSharedMutex {
+        ///
+        /// # Safety
+        ///
+        /// From the first time a thread of this process locks it until it is dropped, the
+        /// value must stay at its address, and its memory must not be freed or reused without
+        /// dropping it (moved out of its place, or `mem::forget` and then freed): the thread's
+        /// robust list, which the kernel walks when the thread dies, holds that address until
+        /// the lock is released (`Drop` releases this thread's, and aborts the process if
+        /// another thread's remain). So put it where it stays before locking it: in shared
+        /// memory ([`from_ptr`](Self::from_ptr)), a `Box`, an `Arc` or a `static`, never to be
+        /// moved out. A value made on the stack, locked, then moved would leave the robust list
+        /// pointing at the stack slot it left, which is why this is not a safe function:
+        ///
+        /// ```compile_fail,E0133
+        /// let m = futexkit::raw::RawSharedMutex::new();
+        /// ```
+        pub const unsafe fn new() -> RawSharedMutex {
             RawSharedMutex {
                 robust: RobustWord::new(0),
             }
@@ -241,8 +252,9 @@ impl RawSharedMutex {
     /// # Safety
     ///
     /// `ptr` must be 8-aligned and point to a `RawSharedMutex` (made by [`new`](Self::new), or
-    /// all zeros) in memory that stays mapped, readable and writable for `'a` and until every
-    /// call on it has returned; every process that maps it must access those 40 bytes only
+    /// all zeros) in memory that stays mapped, readable and writable for `'a`, until every
+    /// call on it has returned, and while a thread of this process holds it (its robust list
+    /// holds the address: [`new`](Self::new)); every process that maps it must access those 40 bytes only
     /// through a `RawSharedMutex`, or atomically, and be in this process's pid namespace (the
     /// word holds thread ids: a [`Region`](crate::shared::Region) checks this, raw memory
     /// cannot). Another process may write any value into it

@@ -80,7 +80,8 @@ impl ReaderSlot {
 /// ```
 /// use futexkit::raw::{Acquired, RawSharedRwLock};
 ///
-/// let lock = RawSharedRwLock::new();
+/// // SAFETY: kept in this frame, never moved (shared memory is where it belongs: `from_ptr`).
+/// let lock = unsafe { RawSharedRwLock::new() };
 /// let (slot, acquired) = lock.read()?;
 /// assert_eq!(acquired, Acquired::Consistent);
 /// // SAFETY: this thread holds that read lock.
@@ -94,12 +95,6 @@ impl ReaderSlot {
 pub struct RawSharedRwLock {
     writer: Slot,
     readers: [Slot; READER_SLOTS],
-}
-
-impl Default for RawSharedRwLock {
-    fn default() -> RawSharedRwLock {
-        RawSharedRwLock::new()
-    }
 }
 
 impl fmt::Debug for RawSharedRwLock {
@@ -118,14 +113,24 @@ impl fmt::Debug for RawSharedRwLock {
 
 impl RawSharedRwLock {
     /// An unlocked lock.
-    pub fn new() -> RawSharedRwLock {
+    ///
+    /// # Safety
+    ///
+    /// From the first time a thread of this process locks it until it is dropped, the value
+    /// must stay at its address, and its memory must not be freed or reused without dropping it
+    /// (moved out of its place, or `mem::forget` and then freed): the thread's robust list, which
+    /// the kernel walks when the thread dies, holds that address until the lock is released
+    /// (`Drop` releases this thread's, and aborts the process if another thread's remain). So
+    /// put it where it stays before locking it: in shared memory ([`from_ptr`](Self::from_ptr)), a
+    /// `Box`, an `Arc` or a `static`, never to be moved out.
+    pub unsafe fn new() -> RawSharedRwLock {
+        let slot = || Slot {
+            // SAFETY: the slots' words are the lock's, placed where the caller places it.
+            lock: unsafe { RawSharedMutex::new() },
+        };
         RawSharedRwLock {
-            writer: Slot {
-                lock: RawSharedMutex::new(),
-            },
-            readers: core::array::from_fn(|_| Slot {
-                lock: RawSharedMutex::new(),
-            }),
+            writer: slot(),
+            readers: core::array::from_fn(|_| slot()),
         }
     }
 

@@ -129,7 +129,8 @@ impl std::error::Error for SemaphoreError {}
 /// ```
 /// use futexkit::raw::{RawSharedSemaphore, SemaphoreError};
 ///
-/// let slots = RawSharedSemaphore::new(1);
+/// // SAFETY: kept in this frame, never moved (shared memory is where it belongs: `from_ptr`).
+/// let slots = unsafe { RawSharedSemaphore::new(1) };
 /// let permit = slots.acquire(None)?;
 /// assert_eq!(slots.try_acquire(), Err(SemaphoreError::WouldBlock));
 /// // SAFETY: this thread holds `permit`.
@@ -159,7 +160,17 @@ impl RawSharedSemaphore {
     /// # Panics
     ///
     /// If `permits` is 0 or more than [`SEMAPHORE_MAX_PERMITS`].
-    pub fn new(permits: usize) -> RawSharedSemaphore {
+    ///
+    /// # Safety
+    ///
+    /// From the first time a thread of this process takes a permit of it until it is dropped, the value
+    /// must stay at its address, and its memory must not be freed or reused without dropping it
+    /// (moved out of its place, or `mem::forget` and then freed): the thread's robust list, which
+    /// the kernel walks when the thread dies, holds that address until the permit is released
+    /// (`Drop` releases this thread's, and aborts the process if another thread's remain). So
+    /// put it where it stays before acquiring from it: in shared memory ([`from_ptr`](Self::from_ptr)), a
+    /// `Box`, an `Arc` or a `static`, never to be moved out.
+    pub unsafe fn new(permits: usize) -> RawSharedSemaphore {
         assert!(
             (1..=SEMAPHORE_MAX_PERMITS).contains(&permits),
             "a shared semaphore has 1 to {SEMAPHORE_MAX_PERMITS} permits, not {permits}"
@@ -168,7 +179,8 @@ impl RawSharedSemaphore {
             released: Futex::shared(0),
             sleepers: AtomicU32::new(0),
             permits: AtomicU32::new(permits as u32),
-            slots: core::array::from_fn(|_| RawSharedMutex::new()),
+            // SAFETY: the slots' words are the semaphore's, placed where the caller places it.
+            slots: core::array::from_fn(|_| unsafe { RawSharedMutex::new() }),
         }
     }
 
