@@ -1302,3 +1302,103 @@ fn a_second_read_by_one_thread_is_refused_whichever_slot_it_holds() {
         }
     });
 }
+
+/// The shared Condvar's waits when a wake cannot be acted on: a woken waiter whose relock
+/// fails passes the wake on, and every sleep ends by a recheck, so that a waiter killed with a
+/// notify in hand strands nobody for good.
+mod condvar_wakes {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    use futexkit::futex::Deadline;
+    use futexkit::raw::{RawLockError, RawSharedCondvar, RawSharedMutex};
+    use futexkit_support::blocked::spawn_blocked_on;
+
+    use super::HANG;
+
+    type Shared = Arc<(RawSharedMutex, RawSharedCondvar, AtomicBool)>;
+
+    fn shared() -> Shared {
+        Arc::new((
+            // SAFETY: in an Arc before its first lock, never moved out.
+            unsafe { RawSharedMutex::new() },
+            RawSharedCondvar::new(),
+            AtomicBool::new(false),
+        ))
+    }
+
+    fn sleepers(condvar: &RawSharedCondvar) -> String {
+        format!("{condvar:?}")
+    }
+
+    #[test]
+    fn a_woken_waiter_whose_relock_times_out_passes_the_notify_on() {
+        let shared = shared();
+        // A notify with nobody waiting moves the sequence off 0: a `FUTEX_WAKE_OP` whose word
+        // was 0 also wakes one waiter more (its second wake), which would hide what is tested.
+        shared.1.notify_one();
+        // The timed waiter sleeps first, so `notify_one` wakes it; its deadline is nearer than
+        // a recheck, so its sleep ends only by that wake.
+        let timed = spawn_blocked_on(&shared.1, {
+            let shared = Arc::clone(&shared);
+            move || {
+                let (mutex, condvar, _) = &*shared;
+                mutex.lock().unwrap();
+                let deadline = Deadline::after(Duration::from_millis(50));
+                // SAFETY: this thread holds `mutex`; both live in `shared`.
+                unsafe { condvar.wait(mutex, Some(deadline)) }
+            }
+        });
+        let untimed = spawn_blocked_on(&shared.1, {
+            let shared = Arc::clone(&shared);
+            move || {
+                let (mutex, condvar, ready) = &*shared;
+                mutex.lock().unwrap();
+                while !ready.load(Ordering::Relaxed) {
+                    // SAFETY: this thread holds `mutex`; both live in `shared`.
+                    unsafe { condvar.wait(mutex, None) }.unwrap();
+                }
+                // SAFETY: held again after the wait.
+                unsafe { mutex.unlock() };
+            }
+        });
+        let (mutex, condvar, ready) = &*shared;
+        assert!(sleepers(condvar).contains("sleepers: 2"), "{condvar:?}");
+        // Notified under the mutex, which is held until the timed waiter has given up.
+        mutex.lock().unwrap();
+        ready.store(true, Ordering::Relaxed);
+        condvar.notify_one();
+        assert_eq!(timed.join().unwrap(), Err(RawLockError::TimedOut));
+        // The timed waiter's pass-on woke the other before it returned (without it, that one
+        // would sleep on until its recheck, still counted).
+        assert!(sleepers(condvar).contains("sleepers: 0"), "{condvar:?}");
+        // SAFETY: locked above by this thread.
+        unsafe { mutex.unlock() };
+        untimed.join().unwrap();
+    }
+
+    #[test]
+    fn an_untimed_wait_nobody_notifies_returns_at_a_recheck() {
+        let shared = shared();
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn({
+            let shared = Arc::clone(&shared);
+            move || {
+                let (mutex, condvar, _) = &*shared;
+                mutex.lock().unwrap();
+                // SAFETY: this thread holds `mutex`; both live in `shared`.
+                let (_, timed_out) = unsafe { condvar.wait(mutex, None) }.unwrap();
+                // SAFETY: held again after the wait.
+                unsafe { mutex.unlock() };
+                done_tx.send(timed_out).unwrap();
+            }
+        });
+        assert_eq!(
+            done_rx.recv_timeout(HANG),
+            Ok(false),
+            "a spurious wakeup, not a timeout"
+        );
+        assert!(sleepers(&shared.1).contains("sleepers: 0"));
+    }
+}

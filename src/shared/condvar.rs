@@ -66,8 +66,8 @@ impl SharedCondvar {
         self.raw.notify_all();
     }
 
-    /// Releases the guard's mutex, waits for a notify (or a spurious wakeup), and locks it
-    /// again. Waiting with a guard that came with [`LockError::OwnerDied`] and was not marked
+    /// Releases the guard's mutex, waits for a notify (or a spurious wakeup: one at least every
+    /// 100 ms, so check the condition in a loop), and locks it again. Waiting with a guard that came with [`LockError::OwnerDied`] and was not marked
     /// consistent releases the mutex as not recoverable, as every unlock does.
     ///
     /// # Errors

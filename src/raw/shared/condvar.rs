@@ -12,7 +12,11 @@
 //!
 //! * **wait**: while holding the mutex, add 1 to `sleepers` and read `seq`; unlock; spin on
 //!   `seq` as the spin policy says (`spin_for_notify`), then sleep on it while it holds the
-//!   value read; take the 1 back unless a wake ended the sleep; relock. A notify this wait is
+//!   value read, for at most the mutex's `RECHECK` (then return as a spurious wakeup); take the
+//!   1 back unless a wake ended the sleep; relock. A woken waiter whose relock fails (its
+//!   deadline passed while a peer held the mutex, or the mutex is not recoverable) notifies one
+//!   more waiter before it returns the error: it took a wake it cannot act on, perhaps a
+//!   `notify_one`'s only one. A notify this wait is
 //!   owed comes from a thread that changed the condition under the mutex after this unlock, so
 //!   it sees the count (the mutex orders them) and changes `seq` after it was read: the sleep
 //!   returns at once or is woken.
@@ -28,10 +32,11 @@
 //!
 //! ## Deaths
 //!
-//! Nothing here is owned, so no death strands a sleeper: a dead notifier notified or did not
-//! (above), and a dead waiter, or a notifier that dies between its wake and taking the woken
-//! counts back, leaves only `sleepers` too high, which costs every later notify its wake system
-//! call (it wakes nobody more). The mutex is robust: a waiter that relocks after its holder
+//! Nothing here is owned: a dead notifier notified or did not (above), and a dead waiter, or a
+//! notifier that dies between its wake and taking the woken counts back, leaves only `sleepers`
+//! too high, which costs every later notify its wake system call (it wakes nobody more). A
+//! waiter killed after a `notify_one` woke it, before it relocked, took that notify with it; the
+//! sleepers left find the condition at their next `RECHECK`. The mutex is robust: a waiter that relocks after its holder
 //! died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so waiting while holding it
 //! inconsistent (after `OwnerDied`, before `mark_consistent`) makes it not recoverable, as
 //! pthread's does.
@@ -40,6 +45,7 @@ use core::fmt;
 
 use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::{Deadline, Error, Futex, Shared, WakeOpKind};
+use crate::raw::shared::mutex::recheck_by;
 use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
 
 /// A process-shared condition variable without guards: 8 bytes (`#[repr(C)]`) for memory that
@@ -130,7 +136,8 @@ impl RawSharedCondvar {
         }
     }
 
-    /// Unlocks `mutex`, waits for a notify, a spurious wakeup or `deadline`, and locks `mutex`
+    /// Unlocks `mutex`, waits for a notify, a spurious wakeup (one at least every 100 ms, so
+    /// that a waiter killed holding a notify strands nobody) or `deadline`, and locks `mutex`
     /// again, by `deadline` too: a peer that holds the mutex (or scribbles it) cannot keep a
     /// timed wait past its deadline. Returns how the relock went and whether the deadline
     /// passed without a notify.
@@ -157,21 +164,30 @@ impl RawSharedCondvar {
         unsafe { mutex.unlock() };
         // Woken (spuriously or not), or not: `seq` changed before the sleep, or the deadline
         // passed. Either way this wait is over (callers re-check their condition).
+        // The sleep ends by `RECHECK` at the latest (a spurious wakeup): a waiter whose wake was
+        // taken by one killed before it could relock is not left asleep for good.
         let slept =
             if crate::spin::spin_for_notify(deadline, || self.seq.load(Ordering::Relaxed) != seq) {
                 None
             } else {
-                Some(self.seq.wait(seq, deadline))
+                Some(self.seq.wait(seq, recheck_by(deadline)))
             };
-        if slept != Some(Ok(())) {
+        let woken = slept == Some(Ok(()));
+        if !woken {
             // Not woken: no notify took this count back.
             self.sleepers.fetch_sub(1, Ordering::Relaxed);
         }
-        let timed_out = slept == Some(Err(Error::TimedOut));
+        let timed_out =
+            slept == Some(Err(Error::TimedOut)) && deadline.is_some_and(|d| d.has_passed());
         let relocked = match deadline {
             None => mutex.lock(),
             Some(deadline) => mutex.try_lock_until(deadline),
         };
+        if woken && relocked.is_err() {
+            // This waiter took a wake (perhaps a `notify_one`'s only one) and returns without
+            // the mutex, so without looking at the condition: another sleeper may be owed it.
+            self.notify(1);
+        }
         relocked.map(|acquired| (acquired, timed_out))
     }
 }
