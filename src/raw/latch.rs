@@ -96,7 +96,9 @@ impl RawLatch {
 impl RawLatch<Shared> {
     crate::futex::sys::const_fn! {
         /// A latch for memory shared between processes (its futex calls are not private), that
-        /// opens after `count` count-downs.
+        /// opens after `count` count-downs. A peer process can write any count, 0 included, so
+        /// count down with [`try_count_down`](RawLatch::try_count_down) there:
+        /// [`count_down`](RawLatch::count_down) panics on an open latch.
         ///
         /// # Panics
         ///
