@@ -30,7 +30,10 @@
 //!    spurious wake, nothing more. `WRITERS_WAITING` keeps readers out, so a timed writer that
 //!    gives up clears it and wakes every sleeper in one `FUTEX_WAKE_OP`, atomically with
 //!    respect to threads going to sleep: the writers still waiting set it again. Untimed
-//!    writers never give up.
+//!    writers never give up. (Such a wake in a read phase lets the readers it woke join the
+//!    phase, which lasts until its last reader leaves: timed writers that keep giving up while
+//!    readers keep overlapping can keep a phase open, and an untimed writer waiting, as long
+//!    as they go on.)
 //! 3. **Writers do not starve.** While `WRITERS_WAITING` is set, readers take the lock only in
 //!    a read phase, which admits only readers woken from a sleep in their wait. The last reader
 //!    out wakes one writer *while it still holds its read lock*, and keeps `WRITERS_WAITING`
@@ -53,7 +56,10 @@
 //!    upgraded, which closes the phase: then it waits for that one writer), and the read unlock
 //!    that leaves no reader closes it. (If it looked before the phase opened and slept again,
 //!    the unlock's second wake or the changed word sends it back.) Timed readers are not
-//!    counted on: their bitsets are not in the first wake.
+//!    counted on: their bitsets are not in the first wake. What is bounded is the readers' side,
+//!    not each reader: a phase admits the woken readers that arrive before its last reader
+//!    leaves, at least one, and a woken reader that arrives after that sleeps again, until the
+//!    next phase.
 //! 5. **After its release, an unlock touches the word only by address**: another thread may
 //!    take the lock and free it by then, and a futex wake only hashes the address.
 //! 6. **One upgradable reader, and its upgrade neither deadlocks nor starves.** The upgradable
