@@ -128,8 +128,9 @@ fn sleeps(tid: libc::pid_t) -> bool {
 }
 
 /// The checks turned on while a thread waits for the allocator's lock, its acquisition begun
-/// with them off: the end of that acquisition must not make the thread's record, as making it
-/// allocates while the thread holds the allocator's lock.
+/// with them off: nothing after that acquisition (its end, its release, the holder's release)
+/// may make the thread's record, as making one allocates while the thread holds the
+/// allocator's lock.
 #[cfg(feature = "deadlock")]
 #[test]
 fn checks_turned_on_during_an_allocation_never_hang() {

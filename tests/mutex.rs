@@ -473,6 +473,12 @@ fn a_thread_refused_futex_wait_still_gets_the_lock_and_meets_its_deadlines() {
         let pair = Arc::clone(&pair);
         move || {
             futexkit_support::seccomp::refuse_futex_op(FUTEX_WAIT_BITSET);
+            let deadline = futexkit::futex::Deadline::after(Duration::from_millis(1));
+            assert_eq!(
+                futexkit::futex::Futex::new(0).wait(0, Some(deadline)),
+                Err(futexkit::futex::Error::PermissionDenied),
+                "the filter refuses the wait every futexkit sleep makes"
+            );
             let (mutex, condvar) = &*pair;
             assert!(matches!(
                 mutex.try_lock_for(Duration::from_millis(20)),

@@ -195,6 +195,9 @@ std::thread_local! {
     /// Set while this thread runs the checks: a lock the checks' own work takes (an
     /// allocator's, a panic hook's) goes unchecked instead of entering them again.
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// Set once this thread has made a record (in some tracker): before that, a step that may
+    /// not make one leaves `LOCAL` alone.
+    static HAS_RECORD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` unless this thread is inside the checks already (or its thread-locals are gone,
@@ -241,6 +244,14 @@ fn record_access<R>(
     if period == 0 {
         return None;
     }
+    // Without making one, neither the record nor the tracker (gone after a `fork`) is made, and
+    // `LOCAL` is not touched first: its first touch may allocate (registering its destructor).
+    if !make
+        && (!HAS_RECORD.try_with(Cell::get).unwrap_or(false)
+            || TRACKER.load(Ordering::Acquire).is_null())
+    {
+        return None;
+    }
     LOCAL
         .try_with(|local| {
             let mut local = local.borrow_mut();
@@ -252,6 +263,7 @@ fn record_access<R>(
                 if !make {
                     return None;
                 }
+                let _ = HAS_RECORD.try_with(|has| has.set(true));
                 let record = Arc::new(ThreadRecord {
                     // Older std panics here once the thread's own locals are destroyed.
                     thread: std::panic::catch_unwind(std::thread::current).ok(),
