@@ -1079,15 +1079,16 @@ fn a_shared_mutex_dropped_while_held() {
     }
 
     // This thread's own holds, raw and typed, leaked and then dropped.
-    // SAFETY (this and the next two): boxed, or kept in this frame, before the first lock, and
-    // never moved out.
+    // SAFETY: boxed before its first lock, and never moved out.
     let raw = Box::new(unsafe { RawSharedMutex::new() });
     assert_eq!(raw.lock(), Ok(futexkit::raw::Acquired::Consistent));
     drop(raw);
+    // SAFETY: boxed before its first lock, and never moved out.
     let typed = Box::new(unsafe { SharedMutex::new(7u32) });
     std::mem::forget(typed.lock().unwrap());
     drop(typed);
     // The thread's robust list still works after the drops: a fresh mutex locks and unlocks.
+    // SAFETY: kept in this frame from its lock to its drop, never moved.
     let again = unsafe { RawSharedMutex::new() };
     assert_eq!(again.lock(), Ok(futexkit::raw::Acquired::Consistent));
     // SAFETY: locked just above.

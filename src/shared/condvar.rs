@@ -67,8 +67,9 @@ impl SharedCondvar {
     }
 
     /// Releases the guard's mutex, waits for a notify (or a spurious wakeup: one at least every
-    /// 100 ms, so check the condition in a loop), and locks it again. Waiting with a guard that came with [`LockError::OwnerDied`] and was not marked
-    /// consistent releases the mutex as not recoverable, as every unlock does.
+    /// 100 ms, so check the condition in a loop), and locks it again. Waiting with a guard that
+    /// came with [`LockError::OwnerDied`] and was not marked consistent releases the mutex as not
+    /// recoverable, as every unlock does.
     ///
     /// # Errors
     ///

@@ -162,13 +162,9 @@ impl RawSharedBarrier {
     ///
     /// # Safety
     ///
-    /// From the first time a thread of this process joins it until it is dropped, the value
-    /// must stay at its address, and its memory must not be freed or reused without dropping it
-    /// (moved out of its place, or `mem::forget` and then freed): the thread's robust list, which
-    /// the kernel walks when the thread dies, holds that address until the membership is released
-    /// (`Drop` releases this thread's, and aborts the process if another thread's remain). So
-    /// put it where it stays before joining it: in shared memory ([`from_ptr`](Self::from_ptr)), a
-    /// `Box`, an `Arc` or a `static`, never to be moved out.
+    /// As [`RawSharedMutex::new`], whose words its members are: from the first time a thread
+    /// of this process joins it until it is dropped, it stays at its address and its memory is
+    /// not freed or reused without dropping it.
     pub unsafe fn new(parties: usize) -> RawSharedBarrier {
         assert!(
             (1..=BARRIER_MAX_PARTIES).contains(&parties),

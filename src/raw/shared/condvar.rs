@@ -36,8 +36,8 @@
 //! notifier that dies between its wake and taking the woken counts back, leaves only `sleepers`
 //! too high, which costs every later notify its wake system call (it wakes nobody more). A
 //! waiter killed after a `notify_one` woke it, before it relocked, took that notify with it; the
-//! sleepers left find the condition at their next `RECHECK`. The mutex is robust: a waiter that relocks after its holder
-//! died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so waiting while holding it
+//! sleepers left find the condition at their next `RECHECK`. The mutex is robust: a waiter that
+//! relocks after its holder died gets [`Acquired::OwnerDied`]. A wait releases the mutex, so waiting while holding it
 //! inconsistent (after `OwnerDied`, before `mark_consistent`) makes it not recoverable, as
 //! pthread's does.
 

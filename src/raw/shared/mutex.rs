@@ -254,12 +254,12 @@ impl RawSharedMutex {
     /// `ptr` must be 8-aligned and point to a `RawSharedMutex` (made by [`new`](Self::new), or
     /// all zeros) in memory that stays mapped, readable and writable for `'a`, until every
     /// call on it has returned, and while a thread of this process holds it (its robust list
-    /// holds the address: [`new`](Self::new)); every process that maps it must access those 40 bytes only
-    /// through a `RawSharedMutex`, or atomically, and be in this process's pid namespace (the
-    /// word holds thread ids: a [`Region`](crate::shared::Region) checks this, raw memory
-    /// cannot). Another process may write any value into it
-    /// (that makes calls fail or wait, never unsound), but must not unmap or truncate it under
-    /// this process (a sealed memfd rules that out).
+    /// holds the address: [`new`](Self::new)); every process that maps it must access those 40
+    /// bytes only through a `RawSharedMutex`, or atomically, and be in this process's pid
+    /// namespace (the word holds thread ids: a [`Region`](crate::shared::Region) checks this,
+    /// raw memory cannot). Another process may write any value into it (that makes calls fail
+    /// or wait, never unsound), but must not unmap or truncate it under this process (a sealed
+    /// memfd rules that out).
     pub unsafe fn from_ptr<'a>(ptr: *const RawSharedMutex) -> &'a RawSharedMutex {
         // SAFETY: the caller vouches for alignment, lifetime and atomic-only access; the type is
         // all atomics (its reserved space included).
