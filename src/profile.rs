@@ -57,6 +57,11 @@
 //!   store, which this profile does not charge.
 //! * Waits of a Condvar, Barrier, Semaphore, Latch or Event: those are waits for an event,
 //!   not for a lock someone holds.
+//! * Functions the optimizer inlined, in a build without debug information: a stack names
+//!   only the frames that were kept, so a thread's closure inlined into its thread's start
+//!   shows as `start_thread`. Line tables bring the inlined frames back without slowing the
+//!   code: `[profile.release] debug = "line-tables-only"` in the profiled program's
+//!   `Cargo.toml` (or `CARGO_PROFILE_RELEASE_DEBUG=line-tables-only` for one build).
 
 use core::fmt;
 
@@ -480,7 +485,8 @@ mod recording {
 
     /// The frames of `trace` from the one that asked for the lock outward: the innermost frames
     /// of the profiler, the lock (futexkit, lock_api) and the standard library's glue between
-    /// them are left out.
+    /// them are left out. A frame is known by its path or, where the debug information gives
+    /// inlined frames their short names only (`debug = "line-tables-only"`), by its file.
     fn callers(trace: &backtrace::Backtrace) -> Vec<Frame> {
         let frames: Vec<Frame> = trace
             .frames()
@@ -506,6 +512,13 @@ mod recording {
             ]
             .iter()
             .any(|prefix| name.starts_with(prefix))
+                || frame.file.as_deref().is_some_and(|file| {
+                    file.starts_with(concat!(env!("CARGO_MANIFEST_DIR"), "/src/"))
+                        || file.starts_with("/rustc/")
+                        || ["/lock_api-", "/backtrace-"]
+                            .iter()
+                            .any(|crate_dir| file.contains(crate_dir))
+                })
         };
         let start = frames.iter().position(|f| !inside(f)).unwrap_or(0);
         frames[start..].to_vec()

@@ -8,7 +8,6 @@
 #![cfg(all(feature = "deadlock", not(any(futexkit_loom, futexkit_shuttle))))]
 
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -512,6 +511,7 @@ fn an_upgrade_waiting_for_a_reader_that_waits_for_the_upgrader_is_a_deadlock() {
 #[test]
 fn upgrades_among_readers_are_never_reported_as_deadlocks() {
     use futexkit::parking_lot::{RwLock as PlRwLock, RwLockUpgradableReadGuard};
+    use std::sync::atomic::{AtomicBool, Ordering};
     let lock = Arc::new(PlRwLock::new(0u64));
     let done = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();

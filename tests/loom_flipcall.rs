@@ -73,7 +73,7 @@ fn dropping_the_client_releases_a_waiting_server() {
         let server = loom::thread::spawn(move || {
             let mut calls = 0;
             let mut next = server.recv_first();
-            while let Ok(_) = next {
+            while next.is_ok() {
                 calls += 1;
                 next = server.send_recv(0);
             }

@@ -15,18 +15,17 @@ use model::{check, in_threads, Arc, FAR};
 /// `one_by_one` says.
 fn waiters_and_a_notifier(waiters: usize, one_by_one: bool) {
     let shared = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let mut work: Vec<Box<dyn FnOnce(&(Mutex<usize>, Condvar)) + Send>> =
-        vec![Box::new(move |(lock, cv)| {
-            if one_by_one {
-                for _ in 0..waiters {
-                    *lock.lock().unwrap() += 1;
-                    cv.notify_one();
-                }
-            } else {
-                *lock.lock().unwrap() = waiters;
-                cv.notify_all();
+    let mut work: Vec<model::Job<(Mutex<usize>, Condvar)>> = vec![Box::new(move |(lock, cv)| {
+        if one_by_one {
+            for _ in 0..waiters {
+                *lock.lock().unwrap() += 1;
+                cv.notify_one();
             }
-        })];
+        } else {
+            *lock.lock().unwrap() = waiters;
+            cv.notify_all();
+        }
+    })];
     for _ in 0..waiters {
         work.push(Box::new(move |(lock, cv)| {
             // Each waiter takes one unit: a notify_one per unit added must let every waiter

@@ -10,13 +10,13 @@ mod model;
 
 use futexkit::raw::RawEvent;
 use model::atomic::{AtomicUsize, Ordering};
-use model::{check, in_threads, Arc, FAR};
+use model::{check, in_threads, Arc, Job, FAR};
 
 /// One setter, which writes a value and sets, and `waiters` waiters, the last of them timed if
 /// `timed`: every waiter returns and sees the value.
 fn setter_and_waiters(waiters: usize, timed: bool) {
     let shared = Arc::new((RawEvent::new(false), AtomicUsize::new(0)));
-    let mut work: Vec<Box<dyn FnOnce(&(RawEvent, AtomicUsize)) + Send>> =
+    let mut work: Vec<Job<(RawEvent, AtomicUsize)>> =
         vec![Box::new(|(event, value): &(RawEvent, AtomicUsize)| {
             value.store(7, Ordering::Relaxed);
             event.set();

@@ -14,7 +14,7 @@ use model::{check, in_threads, Arc, FAR};
 /// see every unit.
 fn counters_and_waiters(counters: usize, waiters: usize, timed: bool) {
     let shared = Arc::new((RawLatch::new(counters as u32), AtomicUsize::new(0)));
-    let mut work: Vec<Box<dyn FnOnce(&(RawLatch, AtomicUsize)) + Send>> = Vec::new();
+    let mut work: Vec<model::Job<(RawLatch, AtomicUsize)>> = Vec::new();
     for _ in 0..counters {
         work.push(Box::new(|(latch, units): &(RawLatch, AtomicUsize)| {
             units.fetch_add(1, Ordering::Relaxed);

@@ -112,7 +112,7 @@ fn three_threads_with_fair_unlocks() {
 fn two_waiters_woken_at_once() {
     check(3, || {
         let shared = Arc::new(Mutex::new(0u32));
-        let mut work: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = vec![Box::new(|m| {
+        let mut work: Vec<model::Job<Mutex<u32>>> = vec![Box::new(|m| {
             for _ in 0..2 {
                 *m.lock().unwrap() += 1;
             }
@@ -133,7 +133,7 @@ fn timed_and_untimed_waiters_with_hand_offs() {
     let timed_threads = if cfg!(futexkit_loom) { 1 } else { 3 };
     check(2, move || {
         let shared = Arc::new(Mutex::new(0u32));
-        let mut work: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = vec![
+        let mut work: Vec<model::Job<Mutex<u32>>> = vec![
             Box::new(|m| *m.lock().unwrap() += 1),
             Box::new(|m| *m.lock().unwrap() += 1),
         ];
@@ -155,7 +155,7 @@ fn timed_and_untimed_waiters_with_hand_offs() {
 fn timed_lock_beside(untimed: u32, timeout: std::time::Duration) {
     check(3, move || {
         let shared = Arc::new(Mutex::new(0u32));
-        let mut lockers: Vec<Box<dyn FnOnce(&Mutex<u32>) + Send>> = (0..untimed)
+        let mut lockers: Vec<model::Job<Mutex<u32>>> = (0..untimed)
             .map(|_| Box::new(|m: &Mutex<u32>| *m.lock().unwrap() += 10) as Box<_>)
             .collect();
         lockers.push(Box::new(move |m| {

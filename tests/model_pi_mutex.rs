@@ -77,7 +77,7 @@ fn try_lock_takes_only_a_free_lock() {
                 unsafe { lock.unlock() };
             }
         };
-        let work: Vec<Box<dyn FnOnce(&(RawPiMutex, AtomicUsize)) + Send>> =
+        let work: Vec<model::Job<(RawPiMutex, AtomicUsize)>> =
             vec![Box::new(holder), Box::new(holder), Box::new(trier)];
         in_threads(&shared, work);
         assert!(!shared.0.is_locked());

@@ -438,7 +438,7 @@ fn barrier_rounds_have_one_leader_each() {
             AtomicUsize::new(0),
             AtomicUsize::new(0),
         ));
-        let jobs: Vec<Box<dyn FnOnce(&(Barrier, AtomicUsize, AtomicUsize)) + Send>> = (0..parties)
+        let jobs: Vec<model::Job<(Barrier, AtomicUsize, AtomicUsize)>> = (0..parties)
             .map(|_| {
                 Box::new(
                     move |(barrier, arrived, leaders): &(Barrier, AtomicUsize, AtomicUsize)| {
@@ -465,7 +465,7 @@ fn barrier_rounds_have_one_leader_each() {
 fn a_barrier_with_more_threads_than_parties_releases_them_in_pairs() {
     check(2, || {
         let shared = Arc::new((Barrier::new(2), AtomicUsize::new(0)));
-        let jobs: Vec<Box<dyn FnOnce(&(Barrier, AtomicUsize)) + Send>> = (0..4)
+        let jobs: Vec<model::Job<(Barrier, AtomicUsize)>> = (0..4)
             .map(|_| {
                 Box::new(|(barrier, leaders): &(Barrier, AtomicUsize)| {
                     if barrier.wait().is_leader() {

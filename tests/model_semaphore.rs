@@ -54,11 +54,10 @@ fn added_permits_reach_every_waiter() {
     let waiters = if cfg!(futexkit_loom) { 2 } else { 5 };
     check(3, move || {
         let shared = Arc::new(RawSemaphore::new(0));
-        let mut work: Vec<Box<dyn FnOnce(&RawSemaphore) + Send>> =
-            vec![Box::new(move |sem: &RawSemaphore| {
-                sem.release(1);
-                sem.release(waiters as u32 - 1);
-            })];
+        let mut work: Vec<model::Job<RawSemaphore>> = vec![Box::new(move |sem: &RawSemaphore| {
+            sem.release(1);
+            sem.release(waiters as u32 - 1);
+        })];
         for _ in 0..waiters {
             work.push(Box::new(|sem: &RawSemaphore| sem.acquire()));
         }
@@ -74,7 +73,7 @@ fn added_permits_reach_every_waiter() {
 fn a_timed_acquirer_never_strands_a_permit() {
     check(3, || {
         let shared = Arc::new(RawSemaphore::new(0));
-        let work: Vec<Box<dyn FnOnce(&RawSemaphore) + Send>> = vec![
+        let work: Vec<model::Job<RawSemaphore>> = vec![
             Box::new(|sem: &RawSemaphore| sem.release(1)),
             Box::new(|sem: &RawSemaphore| {
                 assert!(
@@ -104,7 +103,7 @@ fn capped_releases_reach_every_waiter() {
             signal.acquire();
             ack.release(1);
         };
-        let work: Vec<Box<dyn FnOnce(&(RawSemaphore, RawSemaphore)) + Send>> = vec![
+        let work: Vec<model::Job<(RawSemaphore, RawSemaphore)>> = vec![
             Box::new(|(signal, ack): &(RawSemaphore, RawSemaphore)| {
                 for _ in 0..2 {
                     assert_eq!(signal.release_up_to(1, 1), 1, "the last set was consumed");

@@ -76,15 +76,14 @@ fn shared_condvar_does_not_lose_a_notify() {
             RawSharedCondvar::new(),
             AtomicUsize::new(0),
         ));
-        let mut work: Vec<
-            Box<dyn FnOnce(&(RawSharedMutex, RawSharedCondvar, AtomicUsize)) + Send>,
-        > = vec![Box::new(|(m, cv, flag)| {
-            m.lock().unwrap();
-            flag.store(1, Ordering::Relaxed);
-            // SAFETY: held.
-            unsafe { m.unlock() };
-            cv.notify_all();
-        })];
+        let mut work: Vec<model::Job<(RawSharedMutex, RawSharedCondvar, AtomicUsize)>> =
+            vec![Box::new(|(m, cv, flag)| {
+                m.lock().unwrap();
+                flag.store(1, Ordering::Relaxed);
+                // SAFETY: held.
+                unsafe { m.unlock() };
+                cv.notify_all();
+            })];
         for _ in 0..waiters {
             work.push(Box::new(|(m, cv, flag)| {
                 m.lock().unwrap();
@@ -152,8 +151,7 @@ fn shared_rwlock_readers_never_see_a_write_in_progress() {
             AtomicUsize::new(0),
             AtomicUsize::new(0),
         ));
-        let mut work: Vec<Box<dyn FnOnce(&(RawSharedRwLock, AtomicUsize, AtomicUsize)) + Send>> =
-            Vec::new();
+        let mut work: Vec<model::Job<(RawSharedRwLock, AtomicUsize, AtomicUsize)>> = Vec::new();
         for _ in 0..writers {
             work.push(Box::new(|(lock, a, b)| {
                 lock.write().unwrap();
@@ -188,7 +186,7 @@ fn shared_rwlock_writer_woken_on_a_taken_slot_passes_its_wake_on() {
     check(3, || {
         // SAFETY: in an Arc before its first use, never moved out.
         let lock = Arc::new(unsafe { RawSharedRwLock::new() });
-        let mut work: Vec<Box<dyn FnOnce(&RawSharedRwLock) + Send>> = Vec::new();
+        let mut work: Vec<model::Job<RawSharedRwLock>> = Vec::new();
         work.push(Box::new(|lock| {
             lock.write().unwrap();
             // SAFETY: this thread holds the write lock.

@@ -60,12 +60,12 @@ pub fn check_scaled(preemptions: usize, scale: usize, f: impl Fn() + Send + Sync
     }
 }
 
+/// One model thread's work on the state its threads share.
+pub type Job<T> = Box<dyn FnOnce(&T) + Send>;
+
 /// Spawns one thread per entry of `work` (the caller runs the first entry itself, after
 /// spawning the others) and joins them.
-pub fn in_threads<T: Send + Sync + 'static>(
-    shared: &Arc<T>,
-    work: Vec<Box<dyn FnOnce(&T) + Send>>,
-) {
+pub fn in_threads<T: Send + Sync + 'static>(shared: &Arc<T>, work: Vec<Job<T>>) {
     let mut work = work.into_iter();
     let first = work.next().expect("at least one thread");
     let handles: Vec<_> = work
