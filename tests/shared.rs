@@ -1056,6 +1056,67 @@ fn semaphores_latches_and_events_live_in_regions() {
     assert_eq!(again.latch("ready").unwrap().count(), 0);
 }
 
+/// A mutex dropped by the thread that holds it leaves that thread's robust list, also when a
+/// peer overwrote its word meanwhile (any value may be written there): the kernel, which walks
+/// the list at the thread's death and marks every word in it that holds the thread's id, then
+/// finds nothing of the lock in memory that is no longer the lock's. The memory is kept, and
+/// the thread's id stored where the word was, as the memory's next owner might.
+#[test]
+fn a_dropped_mutex_leaves_its_holders_robust_list_even_with_its_word_overwritten() {
+    use std::sync::atomic::AtomicU32;
+    const OWNER_DIED: u32 = 1 << 30;
+    let mut word_index = None;
+    for overwritten in [false, true] {
+        let memory: &'static mut [u64; 5] = Box::leak(Box::new([0; 5]));
+        let addr = memory.as_mut_ptr() as usize;
+        let (index, tid) = std::thread::spawn(move || {
+            let lock = addr as *mut RawSharedMutex;
+            // SAFETY: 8-aligned, 40 bytes (the type's size), leaked, so valid for good; the
+            // lock is made in place and dropped there, never moved.
+            unsafe { lock.write(RawSharedMutex::new()) };
+            // SAFETY: made just above; this reference ends before the drop below.
+            let held = unsafe { &*lock };
+            held.lock().unwrap();
+            let tid = held.holder().unwrap();
+            // SAFETY: the lock is all atomics, and these are its 40 bytes.
+            let words = unsafe { std::slice::from_raw_parts(addr as *const AtomicU32, 10) };
+            let index = words
+                .iter()
+                .position(|w| w.load(Ordering::Relaxed) == tid)
+                .unwrap();
+            if overwritten {
+                words[index].store(0, Ordering::Relaxed);
+            }
+            // SAFETY: made in place above, dropped once, not used after.
+            unsafe { lock.drop_in_place() };
+            words[index].store(tid, Ordering::Relaxed);
+            (index, tid)
+        })
+        .join()
+        .unwrap();
+        // SAFETY: the memory is leaked, and the thread that wrote it has been joined.
+        let words = unsafe { std::slice::from_raw_parts(addr as *const AtomicU32, 10) };
+        assert_eq!(
+            words[index].load(Ordering::Relaxed),
+            tid,
+            "overwritten: {overwritten}: the kernel found the dropped lock in the robust list \
+             (OWNER_DIED is {OWNER_DIED:#x})"
+        );
+        word_index = Some(index);
+    }
+    // A word a peer set to this thread's id, on a lock this thread does not hold, is no
+    // leaked hold of a live thread: the drop neither aborts nor unlinks anything.
+    // SAFETY: boxed before any lock, never moved out.
+    let lock = Box::new(unsafe { RawSharedMutex::new() });
+    // SAFETY: the lock is all atomics, and these are its 40 bytes.
+    let words = unsafe {
+        std::slice::from_raw_parts(&*lock as *const RawSharedMutex as *const AtomicU32, 10)
+    };
+    words[word_index.unwrap()].store(futexkit::futex::current_tid(), Ordering::Relaxed);
+    assert_eq!(lock.holder(), Some(futexkit::futex::current_tid()));
+    drop(lock);
+}
+
 /// A shared mutex dropped while held: this thread's own hold is released (its robust-list link
 /// removed with it), and a hold of another live thread of this process, whose list the kernel
 /// would walk through the freed memory, aborts the process.

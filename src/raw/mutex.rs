@@ -10,7 +10,7 @@
 //! |-------------|--------------------------------------|-----------------------------------------|---------|
 //! | `UNLOCKED`  | free                                 | an unlock that hands nothing off        | a thread taking the lock |
 //! | `LOCKED`    | held; no wake owed (a sleeper left by a release is a woken thread's to mark for) | a thread taking a free lock before it has slept | the holder's unlock; a waiter about to sleep (to `CONTENDED`) or asking (to `ASKED`) |
-//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep; a thread that went to its futex wait (woken or not) taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
+//! | `CONTENDED` | held; threads may sleep on the word  | a waiter about to sleep, or a timed one giving up after a sleep; a thread that went to its futex wait (woken or not) taking the lock or claiming a hand-off | the holder's unlock, which wakes a sleeper or hands off; an asking waiter (to `ASKED`) |
 //! | `ASKED(t)`  | held; threads may sleep, and waiter `t`, woken without the lock, asks for it | waiter `t`, in place of `LOCKED`, `CONTENDED` or an `ASKED` naming a younger waiter (`src/fairness.rs` has the rule) | the holder's unlock, which hands off to `t`; an older untimed woken waiter (to its own `ASKED`) |
 //! | `HANDED(t)` | held in trust for waiter `t`, or for any thread woken from a sleep if `t` is 0 | an unlock handing the lock off          | `t` or an older untimed woken waiter (any woken thread, for 0), claiming it (to `CONTENDED`) |
 //!
@@ -59,8 +59,9 @@
 //!   younger waiter's `ASKED`), then spins for the hand-off before it sleeps again (with the
 //!   `ASKING_WAITER` bitset); behind an older waiter's `ASKED` or hand-off it sleeps again at
 //!   once. A timed one spins again while `LOCKED`, or sleeps again. A timed waiter leaves at
-//!   its deadline: before its first sleep without spinning or writing the word, after one
-//!   with the word `CONTENDED` if it is held.
+//!   its deadline: before its first sleep without spinning or writing the word (unless the
+//!   deadline comes between its turning `LOCKED` into `CONTENDED` and its sleep: a stray
+//!   wake for the next unlock), after one with the word `CONTENDED` if it is held, at once.
 //! * **unlock**: `LOCKED -> UNLOCKED` by one CAS. Else: from `ASKED(t)`, write `HANDED(t)`
 //!   and wake the `ASKING_WAITER` sleepers; from `CONTENDED`, release and wake one sleeper,
 //!   or, for a fair unlock (`unlock_fair`) that woke an untimed sleeper, write `HANDED(0)`
@@ -306,6 +307,7 @@ impl RawMutex {
         loop {
             let word = self.word.load(Ordering::Relaxed);
             let named = word >> TICKET_SHIFT;
+            let late = deadline.is_some_and(|d| d.has_passed());
             let sleep_on = match word & STATE {
                 UNLOCKED => {
                     if self.take(word, if slept { CONTENDED } else { LOCKED }) {
@@ -336,10 +338,10 @@ impl RawMutex {
                 // its deadline it leaves without spinning or marking the word. (One that slept
                 // marks a held word below before it leaves: it may have taken the wake owed to
                 // the sleepers behind it, invariant 1.)
-                _ if !slept && deadline.is_some_and(|d| d.has_passed()) => return false,
+                _ if late && !slept => return false,
                 // Named by the word: spin for the hand-off.
                 ASKED if named == ticket && spin.spin() => continue,
-                LOCKED if spin.spin() => continue,
+                LOCKED if !late && spin.spin() => continue,
                 LOCKED => {
                     if !self.take(LOCKED, CONTENDED) {
                         continue;

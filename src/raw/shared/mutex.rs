@@ -33,12 +33,14 @@
 //!    and every take keeps it in a word with `OWNER_DIED` (as glibc's does), so the next
 //!    release wakes again; where one must wake all (`NOT_RECOVERABLE`, whose owner bits are not
 //!    0, and a writer's release, for every reader), the store and the wake are one
-//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while nobody can be asleep. One death
-//!    the kernel cannot pass on: a woken waiter killed before it ran, while a thread that took
-//!    the word in passing holds it. That holder's release wakes nobody, so every sleep lasts
-//!    at most `RECHECK`, after which the sleeper looks at the word again: the death delays the
-//!    sleepers left by at most that, never strands them (glibc's robust mutex strands them
-//!    until the lock is next contended). Under a model checker, where nobody dies, sleeps are
+//!    `FUTEX_WAKE_OP`, and a release by CAS is made only while no wake is owed (`WAITERS`
+//!    clear: the sleepers left, if any, are a woken thread's to mark for). Two deaths the
+//!    kernel cannot pass on, both while a thread that took the word in passing holds it: a
+//!    woken waiter's, before it ran, and a releaser's, between its release and its wake (the
+//!    word it named as pending is not free). That holder's release wakes nobody, so every
+//!    sleep lasts at most `RECHECK`, after which the sleeper looks at the word again: either
+//!    death delays the sleepers left by at most that, never strands them (glibc's robust mutex
+//!    strands them until the lock is next contended). Under a model checker, where nobody dies, sleeps are
 //!    untimed, so that a lost wakeup shows as a deadlock there.
 //! 3. **A death is reported once per inconsistency.** The thread that takes a word with
 //!    `OWNER_DIED` set gets [`Acquired::OwnerDied`] and keeps the bit while it holds the lock,
@@ -203,14 +205,23 @@ impl Drop for RawSharedMutex {
     /// from here, so the process aborts rather than leave that thread's list running through
     /// freed memory. (A region's locks are never dropped: a region whose lock is held keeps its
     /// mapping instead, `Region`'s `Drop`.)
+    ///
+    /// This thread's list is asked first, not the word, which a peer may have overwritten.
     fn drop(&mut self) {
-        let Some(holder) = self.holder() else {
-            return;
-        };
         if robust::holds(&self.robust) {
             // SAFETY: this thread holds the lock, and `self` stays valid until `drop` returns.
             unsafe { self.unlock() };
-        } else if self.held_by_one_of(crate::futex::sys::process::thread_ids().as_deref()) {
+            return;
+        }
+        // A word naming this thread, which holds nothing here, was written by a peer.
+        let Some(holder) = self
+            .holder()
+            .filter(|&tid| tid != crate::futex::current_tid())
+        else {
+            return;
+        };
+        let ours = crate::futex::sys::process::thread_ids();
+        if ours.map_or(true, |ours| ours.contains(&holder)) {
             eprintln!(
                 "futexkit: a RawSharedMutex was dropped while thread {holder} of this process \
                  holds it (a leaked guard); its robust-list entry would point into freed memory"
