@@ -98,11 +98,13 @@ pub(crate) fn current_tid() -> u32 {
 }
 
 /// The next number of a count made afresh per execution, one per call (as `linux.rs`'s, and
-/// the same in every execution of a model with the same schedule; see [`current_tid`]).
+/// the same in every execution of a model with the same schedule; see [`current_tid`]). It
+/// starts two short of the Mutex tickets' wrap, so that models order waiters across it and
+/// skip the ticket 0, which names nobody (`src/fairness.rs`).
 pub(crate) fn next_ticket() -> u32 {
     lazy_static! {
         static ref NEXT: checker::sync::atomic::AtomicU32 =
-            checker::sync::atomic::AtomicU32::new(0);
+            checker::sync::atomic::AtomicU32::new((1 << crate::fairness::TICKET_BITS) - 2);
     }
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
