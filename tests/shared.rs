@@ -1180,6 +1180,82 @@ fn a_shared_mutex_dropped_while_held() {
 /// Where the kernel refuses `FUTEX_WAKE_OP` to a thread (a sandbox's seccomp policy), the
 /// shared Condvar's notify and the shared Barrier's release still reach their sleeper: the
 /// change is made by an atomic RMW and the wake is a plain one.
+/// A barrier party whose thread a sandbox refuses `futex_waitv` (a policy older than the call
+/// refuses it with `EPERM`) sleeps on the generation alone and completes its rounds; refused
+/// its `FUTEX_WAIT` too, its wait fails and breaks the barrier, since its arrival is counted:
+/// the other party gets `Broken`, not a round without it.
+mod refused_barrier_sleeps {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use futexkit::futex::futex2::{waitv, WaitvEntry};
+    use futexkit::futex::{Deadline, Error, Futex};
+    use futexkit::raw::{BarrierError, RawSharedBarrier};
+    use futexkit_support::seccomp::{refuse_futex_op, refuse_syscall};
+
+    use super::HANG;
+
+    const FUTEX_WAIT_BITSET: u32 = 9;
+
+    /// Two parties: the first on a thread that `refuse` sandboxes, arriving first; the second,
+    /// this thread, 20 ms later. What each wait returned.
+    fn a_round(refuse: fn()) -> (Result<bool, BarrierError>, Result<bool, BarrierError>) {
+        // SAFETY: in an Arc before its first join, never moved out.
+        let barrier = Arc::new(unsafe { RawSharedBarrier::new(2) });
+        let this_party = barrier.join().unwrap();
+        let (led_tx, led_rx) = std::sync::mpsc::channel();
+        let (leave_tx, leave_rx) = std::sync::mpsc::channel();
+        let first_thread = std::thread::spawn({
+            let barrier = Arc::clone(&barrier);
+            move || {
+                refuse();
+                let party = barrier.join().unwrap();
+                // SAFETY: this thread joined as `party`; `barrier` is alive here.
+                let led = unsafe { barrier.wait(party, Some(Deadline::after(HANG))) };
+                led_tx.send(led).unwrap();
+                // Leaving breaks the barrier: only once the other party's wait has returned.
+                leave_rx.recv().unwrap();
+                // SAFETY: joined as `party`, not left.
+                unsafe { barrier.leave(party) };
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        // SAFETY: this thread joined as `this_party`; `barrier` is alive here.
+        let second = unsafe { barrier.wait(this_party, Some(Deadline::after(HANG))) };
+        let first = led_rx.recv().unwrap();
+        leave_tx.send(()).unwrap();
+        first_thread.join().unwrap();
+        // SAFETY: joined as `this_party`, not left.
+        unsafe { barrier.leave(this_party) };
+        (first, second)
+    }
+
+    fn refuse_waitv() {
+        refuse_syscall(libc::SYS_futex_waitv);
+        let word = Futex::new(0);
+        assert_eq!(
+            waitv(&[WaitvEntry::new(&word, 1)], None),
+            Err(Error::PermissionDenied),
+            "the filter refuses futex_waitv"
+        );
+    }
+
+    #[test]
+    fn a_party_refused_futex_waitv_completes_the_round() {
+        assert_eq!(a_round(refuse_waitv), (Ok(false), Ok(true)));
+    }
+
+    #[test]
+    fn a_party_refused_every_sleep_breaks_the_barrier() {
+        let (first, second) = a_round(|| {
+            refuse_waitv();
+            refuse_futex_op(FUTEX_WAIT_BITSET);
+        });
+        assert_eq!(first, Err(BarrierError::Futex(Error::PermissionDenied)));
+        assert_eq!(second, Err(BarrierError::Broken));
+    }
+}
+
 mod without_futex_wake_op {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;

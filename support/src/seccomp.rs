@@ -1,5 +1,6 @@
 //! A seccomp filter for tests that check a fallback: [`refuse_futex_op`] makes the kernel
-//! refuse one futex operation to the calling thread, as a sandbox's policy would;
+//! refuse one futex operation to the calling thread, as a sandbox's policy would, and
+//! [`refuse_syscall`] one system call;
 //! [`without_futex_wake_op`] runs code on a thread refused `FUTEX_WAKE_OP`.
 
 use futexkit::futex::{Error, Futex, WakeOpKind};
@@ -25,18 +26,24 @@ pub fn without_futex_wake_op<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+const LOAD_WORD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const AND: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+const REFUSE: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+// `struct seccomp_data`: the syscall number at 0, the arguments (u64 each) from 16.
+const NR: u32 = 0;
+
+fn step(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
 /// Installs, on the calling thread only (and threads it spawns later), a seccomp filter under
 /// which `futex(2)` calls whose operation (the command, without the private and clock flags) is
 /// `op` fail with `EPERM`; every other call is allowed. Sets the thread's `no_new_privs`, which
 /// an unprivileged filter needs. Panics if the kernel refuses the filter.
 pub fn refuse_futex_op(op: u32) {
-    const LOAD_WORD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JUMP_IF_EQUAL: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const AND: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
-    const RETURN: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    // `struct seccomp_data`: the syscall number at 0, the arguments (u64 each) from 16; the
-    // operation is the second argument's low 32 bits.
-    const NR: u32 = 0;
+    // The operation is the second argument's low 32 bits.
     const OP: u32 = if cfg!(target_endian = "little") {
         24
     } else {
@@ -44,16 +51,29 @@ pub fn refuse_futex_op(op: u32) {
     };
     // FUTEX_CMD_MASK: the command without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME.
     const COMMAND: u32 = 0x7f;
-    let step = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    let program = [
+    install(&[
         step(LOAD_WORD, 0, 0, NR),
         step(JUMP_IF_EQUAL, 0, 4, libc::SYS_futex as u32),
         step(LOAD_WORD, 0, 0, OP),
         step(AND, 0, 0, COMMAND),
         step(JUMP_IF_EQUAL, 0, 1, op),
-        step(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        step(RETURN, 0, 0, REFUSE),
         step(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ];
+    ]);
+}
+
+/// As [`refuse_futex_op`], for every call of the system call numbered `nr` (a sandbox whose
+/// policy predates `futex_waitv` refuses it so).
+pub fn refuse_syscall(nr: libc::c_long) {
+    install(&[
+        step(LOAD_WORD, 0, 0, NR),
+        step(JUMP_IF_EQUAL, 0, 1, nr as u32),
+        step(RETURN, 0, 0, REFUSE),
+        step(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]);
+}
+
+fn install(program: &[libc::sock_filter]) {
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_ptr().cast_mut(),

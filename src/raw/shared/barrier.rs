@@ -24,13 +24,13 @@
 //! 2. **A party's death breaks the barrier.** Sleepers sleep in one `futex_waitv` on the
 //!    generation and every member word, each of which has `WAITERS` set, so the kernel's wake at
 //!    a party's death reaches one sleeper, which sets `BROKEN` and wakes the others. Kernels
-//!    without `futex_waitv` (before 5.16) get the same answer by a look at the member words every
-//!    `SLICE_WITHOUT_WAITV`; with it, a look every `SLICE_WITH_WAITV` covers a sleeper that dies
-//!    between the kernel's wake and its own. A party that joins after a death, or arrives,
-//!    looks at the member words first, and a sleeper sleeps on the very values it looked at,
-//!    so a death after its look ends the sleep.
-//! 3. **Timeouts and leaving break it too**, as they would leave a round one arrival short for
-//!    ever (Python's `threading.Barrier` does the same).
+//!    without `futex_waitv` (before 5.16), and threads a sandbox refuses it, get the same answer
+//!    by a look at the member words every `SLICE_WITHOUT_WAITV`; with it, a look every
+//!    `SLICE_WITH_WAITV` covers a sleeper that dies between the kernel's wake and its own. A
+//!    party that joins after a death, or arrives, looks at the member words first, and a
+//!    sleeper sleeps on the very values it looked at, so a death after its look ends the sleep.
+//! 3. **Timeouts, leaving and a refused sleep break it too**, as they would leave a round one
+//!    arrival short for ever (Python's `threading.Barrier` does the same).
 
 use core::fmt;
 use std::time::Duration;
@@ -84,7 +84,8 @@ pub enum BarrierError {
     Corrupted,
     /// This thread cannot take robust words.
     Unsupported(Unsupported),
-    /// The kernel refused a futex call on the barrier.
+    /// The kernel refused a futex call on the barrier (a refused wait breaks it, as a timeout
+    /// does).
     Futex(Error),
 }
 
@@ -271,7 +272,8 @@ impl RawSharedBarrier {
     /// # Errors
     ///
     /// [`BarrierError::Broken`]; [`BarrierError::TimedOut`], which breaks the barrier;
-    /// [`BarrierError::Corrupted`]; [`BarrierError::Futex`].
+    /// [`BarrierError::Corrupted`]; [`BarrierError::Futex`] where the kernel refuses both
+    /// `futex_waitv` and `FUTEX_WAIT` (a sandbox's policy), which breaks it too.
     ///
     /// # Safety
     ///
@@ -325,7 +327,12 @@ impl RawSharedBarrier {
                 self.break_it();
                 return Err(BarrierError::TimedOut);
             }
-            self.sleep(now, &members, deadline)?;
+            if let Err(err) = self.sleep(now, &members, deadline) {
+                // Its arrival is counted: a party that leaves without the round breaks it,
+                // as at a timeout (invariant 3), else the round would go on without it.
+                self.break_it();
+                return Err(err);
+            }
         }
     }
 
@@ -378,7 +385,9 @@ impl RawSharedBarrier {
                 Err(Error::Unsupported) => {
                     NO_WAITV.store(true, core::sync::atomic::Ordering::Relaxed);
                 }
-                Err(err) => return Err(BarrierError::Futex(err)),
+                // Refused (a sandbox's policy, per thread, may refuse a call newer than it with
+                // `EPERM`) or short of memory for the list: this sleep on the generation alone.
+                Err(_) => {}
             }
         }
         match self
