@@ -234,6 +234,46 @@ fn shared_barrier_rounds_have_one_leader() {
     });
 }
 
+/// A party whose deadline has passed gives up while the last party arrives: the round ends
+/// for both or for neither (the one gives up `TimedOut`, the other gets `Broken`), never with
+/// one leading it and the other timed out.
+#[test]
+#[cfg(futexkit_shuttle)]
+fn a_shared_barrier_round_ends_for_every_party_or_for_none() {
+    use futexkit::raw::BarrierError;
+    use std::time::Duration;
+    type Results = std::sync::Mutex<Vec<Result<bool, BarrierError>>>;
+    check(2, || {
+        // SAFETY: in an Arc before its first use, never moved out.
+        let shared = Arc::new((
+            unsafe { RawSharedBarrier::new(2) },
+            Results::new(Vec::new()),
+        ));
+        let work = [Some(Duration::ZERO), None]
+            .into_iter()
+            .map(|timeout| {
+                Box::new(move |(barrier, results): &(RawSharedBarrier, Results)| {
+                    // A party that comes after the other gave up finds the barrier broken.
+                    let result = barrier.join().and_then(|party| {
+                        let deadline = timeout.map_or(Deadline::after(FAR), Deadline::after);
+                        // SAFETY: this thread joined as `party`.
+                        unsafe { barrier.wait(party, Some(deadline)) }
+                    });
+                    results.lock().unwrap().push(result);
+                }) as Box<dyn FnOnce(&_) + Send>
+            })
+            .collect();
+        in_threads(&shared, work);
+        let mut results = shared.1.lock().unwrap().clone();
+        results.sort_by_key(|r| format!("{r:?}"));
+        assert!(
+            results == [Ok(false), Ok(true)]
+                || results == [Err(BarrierError::Broken), Err(BarrierError::TimedOut)],
+            "{results:?}"
+        );
+    });
+}
+
 /// The shared semaphore (shuttle only: its sleeps are sliced, so a lost wakeup would show as a
 /// slice's wait, not a deadlock): never more holders than permits, and every permit back at
 /// the end, with a release sequence and sleepers counted around the slots.

@@ -10,8 +10,8 @@
 //!
 //! | word | meaning | changed by |
 //! |------|---------|------------|
-//! | `generation` bit 0 | the round's parity | the last arrival of a round flips it, waking every sleeper in the same kernel call |
-//! | `generation` bit 31 `BROKEN` | no round can complete again; waits fail | a party that finds a member dead, times out, or leaves; never cleared |
+//! | `generation` bit 0 | the round's parity | the last arrival of a round flips it unless `BROKEN` is set, then wakes every sleeper |
+//! | `generation` bit 31 `BROKEN` | no round can complete again; waits fail | a party that finds a member dead, times out, leaves, or is refused its sleep (one that has arrived: by CAS from the generation it saw, so only if its round has not ended); never cleared |
 //! | `arrived` | parties that arrived in this round | each arrival adds 1; the last one stores 0 before flipping the parity |
 //! | `parties` | how many parties a round takes (1 to [`BARRIER_MAX_PARTIES`]) | set once, when the barrier is made |
 //! | `members[i]` | party `i`'s thread id with `WAITERS` set (so that the kernel wakes a sleeper when it dies); 0: nobody joined; `OWNER_DIED`: the party died | [`join`](RawSharedBarrier::join), [`leave`](RawSharedBarrier::leave), the kernel |
@@ -19,9 +19,15 @@
 //! Invariants:
 //!
 //! 1. **A sleeper of round `r` wakes when `r` ends.** It sleeps on the parity it read before it
-//!    arrived; the last arrival flips it and wakes all in one `FUTEX_WAKE_OP`. A sleeper cannot
-//!    miss the flip and sleep through the next one, which needs its own arrival.
-//! 2. **A party's death breaks the barrier.** Sleepers sleep in one `futex_waitv` on the
+//!    arrived; the last arrival flips it, then wakes all (one that dies between the two leaves
+//!    the sleepers to their next look, a slice later). A sleeper cannot miss the flip and sleep
+//!    through the next one, which needs its own arrival.
+//! 2. **A round ends for every party or for none.** The flip and a break by an arrived party
+//!    are each one atomic step on the generation, and each happens only if the other has not:
+//!    the flip only without `BROKEN` (else the last arrival reports `Broken` too), the break
+//!    by CAS from the value its party saw (else that party looks again and finds the round
+//!    over).
+//! 3. **A party's death breaks the barrier.** Sleepers sleep in one `futex_waitv` on the
 //!    generation and every member word, each of which has `WAITERS` set, so the kernel's wake at
 //!    a party's death reaches one sleeper, which sets `BROKEN` and wakes the others. Kernels
 //!    without `futex_waitv` (before 5.16), and threads a sandbox refuses it, get the same answer
@@ -29,7 +35,7 @@
 //!    `SLICE_WITH_WAITV` covers a sleeper that dies between the kernel's wake and its own. A
 //!    party that joins after a death, or arrives, looks at the member words first, and a
 //!    sleeper sleeps on the very values it looked at, so a death after its look ends the sleep.
-//! 3. **Timeouts, leaving and a refused sleep break it too**, as they would leave a round one
+//! 4. **Timeouts, leaving and a refused sleep break it too**, as they would leave a round one
 //!    arrival short for ever (Python's `threading.Barrier` does the same).
 
 use core::fmt;
@@ -39,7 +45,7 @@ use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::futex2::{self, WaitvEntry};
 use crate::futex::pi_bits::{OWNER_DIED, WAITERS};
 use crate::futex::robust::{self, Unsupported};
-use crate::futex::{Deadline, Error, Futex, Shared, WakeOpKind};
+use crate::futex::{Deadline, Error, Futex, Shared};
 use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
 use crate::raw::shared::{Acquired, RawLockError, RawSharedMutex};
 
@@ -299,11 +305,7 @@ impl RawSharedBarrier {
         // Wrapping: a peer may have written any count.
         if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) >= parties as u32 {
             self.arrived.store(0, Ordering::Relaxed);
-            let woken =
-                self.generation
-                    .change_and_wake(WakeOpKind::Xor, ROUND_PARITY, i32::MAX as u32);
-            crate::spin::notified(woken);
-            return Ok(true);
+            return self.end_round();
         }
         let round_over = |now: u32| (now ^ seen) & ROUND_PARITY != 0;
         if crate::spin::spin_for_arrivals(parties, deadline, || {
@@ -319,19 +321,24 @@ impl RawSharedBarrier {
             if now & BROKEN != 0 {
                 return Err(BarrierError::Broken);
             }
+            // Its arrival is counted: a party that leaves without the round breaks it
+            // (invariant 4), unless the round ended first.
             let Some(members) = self.member_words(parties) else {
-                self.break_it();
-                return Err(BarrierError::Broken);
+                if self.break_round(now) {
+                    return Err(BarrierError::Broken);
+                }
+                continue;
             };
             if deadline.is_some_and(|d| d.has_passed()) {
-                self.break_it();
-                return Err(BarrierError::TimedOut);
+                if self.break_round(now) {
+                    return Err(BarrierError::TimedOut);
+                }
+                continue;
             }
             if let Err(err) = self.sleep(now, &members, deadline) {
-                // Its arrival is counted: a party that leaves without the round breaks it,
-                // as at a timeout (invariant 3), else the round would go on without it.
-                self.break_it();
-                return Err(err);
+                if self.break_round(now) {
+                    return Err(err);
+                }
             }
         }
     }
@@ -352,6 +359,47 @@ impl RawSharedBarrier {
                 (!died).then_some(word)
             })
             .collect()
+    }
+
+    /// The last arrival of a round: flips the parity, unless the barrier broke first (then the
+    /// round ends for no party), and wakes every sleeper.
+    fn end_round(&self) -> Result<bool, BarrierError> {
+        let flipped = self
+            .generation
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                (now & BROKEN == 0).then_some(now ^ ROUND_PARITY)
+            });
+        if flipped.is_err() {
+            return Err(BarrierError::Broken);
+        }
+        let woken = self.generation.wake(i32::MAX as u32).unwrap_or(0);
+        crate::spin::notified(woken);
+        Ok(true)
+    }
+
+    /// Breaks the barrier for an arrived party that gives up, unless its round ended first:
+    /// by CAS from `now`, the generation it last saw, so that a round ends for every party or
+    /// for none. Returns whether it broke (or found) the barrier broken; `false`: the round
+    /// ended, and the caller looks again.
+    fn break_round(&self, now: u32) -> bool {
+        match self.generation.compare_exchange(
+            now,
+            now | BROKEN,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let _ = self.generation.wake(i32::MAX as u32);
+                true
+            }
+            // The parity moved: the round ended.
+            Err(actual) if (actual ^ now) & ROUND_PARITY != 0 => false,
+            // Broken meanwhile, or another bit written (a peer): broken either way.
+            Err(_) => {
+                self.break_it();
+                true
+            }
+        }
     }
 
     fn break_it(&self) {
