@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use crate::atomic::{AtomicU32, Ordering};
 use crate::futex::futex2::{self, WaitvEntry};
-use crate::futex::pi_bits::{OWNER_DIED, WAITERS};
+use crate::futex::pi_bits::OWNER_DIED;
 use crate::futex::robust::{self, Unsupported};
 use crate::futex::{Deadline, Error, Futex, Shared};
 use crate::raw::shared::mutex::{owner, NOT_RECOVERABLE};
@@ -234,12 +234,10 @@ impl RawSharedBarrier {
             return Err(BarrierError::Broken);
         }
         for (index, member) in self.members[..parties].iter().enumerate() {
-            match robust::acquire(member.robust(), |tid| member.take_now(tid, true)) {
-                Ok(Acquired::Consistent) => {
-                    // The kernel wakes a sleeper on this word when this thread dies.
-                    member.robust().word.fetch_or(WAITERS, Ordering::Relaxed);
-                    return Ok(Party(index));
-                }
+            // With `WAITERS` from the start: the kernel wakes a sleeper on this word when this
+            // thread dies, however soon.
+            match robust::acquire(member.robust(), |tid| member.take_now_marked(tid)) {
+                Ok(Acquired::Consistent) => return Ok(Party(index)),
                 Ok(Acquired::OwnerDied) => {
                     // A party died here: give the place back (for good) and break.
                     self.break_it();

@@ -406,6 +406,13 @@ impl RawSharedMutex {
         self.take_free(tid, keep_owner_died, false)
     }
 
+    /// [`take_now`](Self::take_now), keeping `OWNER_DIED`, with `WAITERS` set in the same
+    /// step: a word whose holder's death must wake a sleeper from the moment it is taken (a
+    /// barrier party's).
+    pub(crate) fn take_now_marked(&self, tid: u32) -> Result<Acquired, RawLockError> {
+        self.take_free(tid, true, true)
+    }
+
     /// [`take_now`](Self::take_now) for a thread that has been `woken`, which takes the word
     /// with `WAITERS`: sleepers may be left, and its release must wake one (invariant 1).
     fn take_free(
