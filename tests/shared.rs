@@ -1117,6 +1117,26 @@ fn a_dropped_mutex_leaves_its_holders_robust_list_even_with_its_word_overwritten
     drop(lock);
 }
 
+/// A shared mutex looked at (`Debug`) by a thread that cannot take robust locks (a sandbox
+/// refuses it the robust-list calls) says why, not that the lock is held.
+#[test]
+fn a_shared_mutex_debug_on_a_thread_without_robust_locks_says_why() {
+    // SAFETY: boxed before any lock, never moved out.
+    let mutex = Box::new(unsafe { SharedMutex::new(7u32) });
+    let printed = std::thread::scope(|s| {
+        s.spawn(|| {
+            futexkit_support::seccomp::refuse_syscall(libc::SYS_get_robust_list);
+            futexkit_support::seccomp::refuse_syscall(libc::SYS_set_robust_list);
+            format!("{mutex:?}")
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(!mutex.is_locked());
+    assert!(!printed.contains("<locked>"), "{printed}");
+    assert!(printed.contains("robust"), "{printed}");
+}
+
 /// A shared mutex dropped while held: this thread's own hold is released (its robust-list link
 /// removed with it), and a hold of another live thread of this process, whose list the kernel
 /// would walk through the freed memory, aborts the process.

@@ -167,7 +167,11 @@ impl<T: Plain + fmt::Debug> fmt::Debug for SharedMutex<T> {
                 &mut d
             }
             Err(LockError::NotRecoverable) => d.field("not_recoverable", &true),
-            Err(_) => d.field("value", &format_args!("<locked>")),
+            Err(LockError::WouldBlock | LockError::WouldDeadlock | LockError::TimedOut) => {
+                d.field("value", &format_args!("<locked>"))
+            }
+            // This thread cannot look (no robust list, a refused futex call): say why.
+            Err(err) => d.field("value", &format_args!("<{err}>")),
         };
         d.finish_non_exhaustive()
     }
