@@ -79,6 +79,40 @@ fn timed_wait_racing_a_notify() {
     });
 }
 
+/// A `notify_one` with a timed and an untimed waiter asleep: a timed wait that reports a
+/// timeout was not the one notified, so the notify reaches the other. Here the timed waiter,
+/// when notified, passes a notify on, and otherwise leaves: if a timed waiter could take the
+/// notify and still report a timeout, the untimed one would sleep for ever (the checker's
+/// deadlock report).
+#[test]
+fn a_timed_wait_that_times_out_took_no_notify() {
+    check(3, || {
+        let shared = Arc::new((Mutex::new(false), Condvar::new()));
+        in_threads(
+            &shared,
+            vec![
+                Box::new(|(lock, cv)| {
+                    *lock.lock().unwrap() = true;
+                    cv.notify_one();
+                }),
+                Box::new(|(lock, cv)| {
+                    let g = lock.lock().unwrap();
+                    if !*g {
+                        let (g, result) = cv.wait_timeout(g, FAR).unwrap();
+                        drop(g);
+                        if !result.timed_out() {
+                            cv.notify_one();
+                        }
+                    }
+                }),
+                Box::new(|(lock, cv)| {
+                    drop(cv.wait_while(lock.lock().unwrap(), |set| !*set).unwrap());
+                }),
+            ],
+        );
+    });
+}
+
 /// std's contract: one Condvar with one mutex, then another.
 #[test]
 fn one_condvar_with_two_mutexes_in_turn() {

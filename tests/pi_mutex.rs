@@ -161,6 +161,23 @@ fn disabled_pi_is_refused() {
     assert!(status.success());
 }
 
+/// Runs the timed-lock test again with `FUTEXKIT_DISABLE=lock_pi2`: timed locks then take the
+/// path of kernels before 5.14 (`FUTEX_LOCK_PI`, a realtime deadline), which a newer host
+/// would otherwise never run.
+#[test]
+fn timed_locks_without_lock_pi2() {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "try_lock_and_timeouts_see_the_holder",
+            "--test-threads=1",
+        ])
+        .env("FUTEXKIT_DISABLE", "lock_pi2")
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// A fork child inherits its parent thread's cached id; it must use its own, or the kernel
 /// would take the child's lock for the parent.
 #[test]

@@ -16,8 +16,11 @@
 //!
 //! **A set releases every thread waiting at that moment**, even if a `reset` follows before a
 //! woken waiter runs: a waiter returns once `SET` is on *or* the generation differs from the one
-//! it saw when its wait began (a waiter would have to sleep through exactly 2^30 sets, each of
-//! which wakes it, to miss one). A `set` is a release and a waiter's look an acquire, so what
+//! it saw when its wait began. (It misses one only if, between the look that
+//! sent it to sleep and its next look after the wake, exactly a multiple of 2^30 sets came,
+//! with the event reset after the last: a wake clears `WAITERS`, so the sets after the first
+//! wake nobody, but they are some 2^31 atomic operations of other threads while this one waits
+//! to run.) A `set` is a release and a waiter's look an acquire, so what
 //! the setter did before `set` happens before the waits it ends return.
 //!
 //! ## Transitions

@@ -95,7 +95,11 @@ impl RawPiMutex {
     /// # Panics
     ///
     /// If this thread holds the lock already (the kernel reports the deadlock), or its holder
-    /// thread exited holding it.
+    /// thread exited holding it while nobody waited. What a holder's exit leaves is not a
+    /// contract: with waiters queued the kernel hands the lock to one of them at the exit (its
+    /// call returns holding the lock, as if unlocked), and once the holder's thread id is
+    /// reused, the kernel takes the new thread for the holder (a lock call waits for it, or
+    /// panics as a deadlock on that thread).
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) {
         let lock = || self.take_free() || self.lock_contended(None);

@@ -107,7 +107,8 @@ impl<T: ?Sized> PiMutex<T> {
     /// # Panics
     ///
     /// If this thread holds the lock already, or the thread that held it exited without
-    /// unlocking (its guard forgotten).
+    /// unlocking (its guard forgotten) while nobody waited; what else such an exit leaves is
+    /// in [`RawPiMutex::lock`](crate::raw::RawPiMutex::lock).
     #[cfg_attr(feature = "deadlock", track_caller)]
     pub fn lock(&self) -> LockResult<PiMutexGuard<'_, T>> {
         self.raw.lock();
