@@ -764,6 +764,35 @@ impl<S: Scope> Endpoint<S> {
         matches!(self.load_and_classify(Ordering::Relaxed).1, Seen::Pending)
     }
 
+    /// Shuts the channel down only while the peer still holds the turn: one compare-exchange
+    /// from the word seen, so that a call handed over meanwhile is not shut out unserved
+    /// (`false`: something came, for the caller to look at). For closing an idle channel.
+    pub(crate) fn shut_down_while_peer_holds_turn(&self) -> bool {
+        let state: &AtomicU32 = &self.region.header().state;
+        // A peer that keeps changing the word while it holds the turn (it may only hand the
+        // turn over or shut down) is not waited for longer than a hand-over waits for one.
+        for _ in 0..MAX_STATE_CHANGES_WHILE_HOLDING {
+            let (current, seen) = self.load_and_classify(Ordering::Relaxed);
+            if !matches!(seen, Seen::Pending) {
+                return false;
+            }
+            if state
+                .compare_exchange(
+                    current,
+                    current | SHUTDOWN,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                wake_everyone(&self.region);
+                return true;
+            }
+        }
+        shut_down(&self.region);
+        true
+    }
+
     /// Looks at the state word once, while waiting for the turn, and takes the turn if it came
     /// back: this side then holds it, even if the channel was shut down after the hand-over
     /// (the message that came with it is delivered; the next call reports the shutdown).
@@ -884,12 +913,17 @@ fn shut_down(region: &Region) {
     let state: &AtomicU32 = &region.header().state;
     let previous = state.fetch_or(SHUTDOWN, Ordering::AcqRel);
     if previous & SHUTDOWN == 0 {
-        let _ = if region.is_shared() {
-            Futex::<Shared>::from_atomic(state).wake(u32::MAX)
-        } else {
-            Futex::<Private>::from_atomic(state).wake(u32::MAX)
-        };
+        wake_everyone(region);
     }
+}
+
+fn wake_everyone(region: &Region) {
+    let state: &AtomicU32 = &region.header().state;
+    let _ = if region.is_shared() {
+        Futex::<Shared>::from_atomic(state).wake(u32::MAX)
+    } else {
+        Futex::<Private>::from_atomic(state).wake(u32::MAX)
+    };
 }
 
 /// Shuts a FlipCall channel down from any thread: every blocked or later call on either side

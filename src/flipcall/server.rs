@@ -635,13 +635,15 @@ impl<S: Scope> Server<S> {
             } else {
                 None
             };
+            // Shut down only while the client still holds the turn: a call it hands over
+            // meanwhile is left for the scan to serve.
             match reason {
-                Some(reason) => {
+                Some(reason) if entry.endpoint.shut_down_while_peer_holds_turn() => {
                     let channel = entry.id;
                     self.detach(index);
                     self.closed.push_back(Event::Closed { channel, reason });
                 }
-                None => index += 1,
+                _ => index += 1,
             }
         }
     }
