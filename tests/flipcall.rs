@@ -859,6 +859,47 @@ fn sigkill_of_the_server_mid_call_gives_peer_died() {
     child.wait().unwrap();
 }
 
+/// A fork child that uses the client endpoint its parent made (a copy, with the parent's pid
+/// in the window) announces itself at its first sleep: the server, in the parent, then
+/// watches the child, and its kill ends the server's wait with `PeerDied` (the parent's pid
+/// being the server's own, nothing was watched before).
+#[test]
+fn a_fork_child_using_its_parents_endpoint_is_watched_as_the_peer() {
+    let window = PacketWindow::new(64).unwrap();
+    let mut client = Endpoint::client(&window).unwrap();
+    let mut server = Endpoint::server(&window).unwrap();
+    let server = thread::spawn(move || {
+        server.recv_first_timeout(HANG).unwrap();
+        // Long enough that the child's wait for the reply sleeps.
+        thread::sleep(Duration::from_millis(100));
+        // The reply, then the wait for the next call, which the child never makes.
+        server.send_recv_timeout(0, HANG)
+    });
+    // SAFETY: the child only makes FlipCall calls, which take no lock another thread of the
+    // parent could have held at the fork, then waits to be killed; it never returns.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let called = client.connect().is_ok() && client.send_recv(0).is_ok();
+        if !called {
+            // SAFETY: ends the child at once, running nothing of the parent's.
+            unsafe { libc::_exit(1) };
+        }
+        loop {
+            // SAFETY: waits for a signal; no memory is touched.
+            unsafe { libc::pause() };
+        }
+    }
+    thread::sleep(Duration::from_millis(300));
+    // SAFETY: `pid` is this test's child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let mut status = 0;
+    // SAFETY: reaps that child; `status` is a live local.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(matches!(server.join().unwrap(), Err(Error::PeerDied)));
+    drop(client);
+}
+
 #[test]
 fn sigkill_of_the_client_while_the_server_waits_gives_peer_died() {
     let window = PacketWindow::new(64).unwrap();

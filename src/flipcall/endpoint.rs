@@ -219,6 +219,11 @@ pub(crate) struct PeerTurn(u32);
 ///
 /// Calls take `&mut self` and every data accessor borrows the endpoint, so the data area cannot
 /// be touched while the turn is handed over. Dropping an endpoint shuts the channel down.
+///
+/// An endpoint belongs to the process that made it: make each process's after a `fork`, from
+/// the window it inherited. A fork child's copy of its parent's endpoint shuts the channel down
+/// when dropped, as the parent's would; one the child uses instead of the parent announces the
+/// child at its first sleep, so that the peer watches the child's process from then on.
 pub struct Endpoint<S: Scope = Private> {
     region: Arc<Region>,
     role: Role,

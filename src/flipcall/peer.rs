@@ -6,6 +6,10 @@
 //! container) is never declared dead by mistake, and its death is noticed only by the caller's
 //! deadline. A peer that dies before it has made its endpoint is likewise noticed only by the
 //! deadline of `connect` or `recv_first`.
+//!
+//! A fork child that uses an endpoint its parent made announces itself at its first sleep or
+//! peer check, and a peer whose announced pid changes is watched afresh, so the watch follows
+//! the process that uses each side.
 
 use super::endpoint::Role;
 use super::window::Header;
@@ -15,10 +19,12 @@ use crate::futex::sys::process::{self as sys, ProcessWatch};
 /// What one endpoint knows about its peer's process.
 #[derive(Debug)]
 pub(crate) struct PeerWatch {
+    role: Role,
     peer_role: Role,
     own_pid: u32,
     own_pidns: u32,
-    watch: Option<ProcessWatch>,
+    /// The pid watched, and its pidfd.
+    watch: Option<(u32, ProcessWatch)>,
     died: bool,
 }
 
@@ -32,6 +38,7 @@ impl PeerWatch {
         pidns.store(own_pidns, Ordering::Relaxed);
         pid.store(own_pid, Ordering::Release);
         PeerWatch {
+            role,
             peer_role: match role {
                 Role::Client => Role::Server,
                 Role::Server => Role::Client,
@@ -48,18 +55,42 @@ impl PeerWatch {
         self.died
     }
 
-    /// Opens the peer's pidfd if its pid is known and not yet watched (no syscall after that).
+    /// In a fork child using an endpoint its parent made: announces the child in the parent's
+    /// place, so that the peer watches the child, and looks at the peer afresh (the parent,
+    /// this process's own before, may be the peer's process now).
+    fn follow_fork(&mut self, header: &Header) {
+        if sys::getpid() != self.own_pid {
+            let died = self.died;
+            *self = PeerWatch {
+                died,
+                ..PeerWatch::announce(header, self.role)
+            };
+        }
+    }
+
+    /// Opens the peer's pidfd if its pid is known and not yet watched, or changed since (a
+    /// `getpid` and a load otherwise, to follow a fork on either side).
     pub(crate) fn watch(&mut self, header: &Header) {
-        if self.watch.is_some() || self.died || self.own_pidns == 0 {
+        self.follow_fork(header);
+        if self.died || self.own_pidns == 0 {
             return;
         }
         let (pid, pidns) = header.process_of(self.peer_role);
         let pid = pid.load(Ordering::Acquire);
+        // The peer announced another process (it forked, and its child took over): watch that.
+        if self
+            .watch
+            .as_ref()
+            .is_some_and(|(watched, _)| *watched == pid)
+        {
+            return;
+        }
+        self.watch = None;
         if pid == 0 || pid == self.own_pid || pidns.load(Ordering::Relaxed) != self.own_pidns {
             return;
         }
         match sys::watch_process(pid) {
-            Ok(Some(watch)) => self.watch = Some(watch),
+            Ok(Some(watch)) => self.watch = Some((pid, watch)),
             Ok(None) => self.died = true,
             // Cannot tell (out of descriptors, say): try again at the next check.
             Err(_) => {}
@@ -74,7 +105,7 @@ impl PeerWatch {
     /// (or fail to report it), which ends its channel and nothing else.
     pub(crate) fn check(&mut self, header: &Header) -> bool {
         self.watch(header);
-        if let Some(watch) = &self.watch {
+        if let Some((_, watch)) = &self.watch {
             self.died = sys::has_exited(watch);
         }
         !self.died
