@@ -52,12 +52,12 @@ fn serve_incrementing<S: Scope>(server: &mut Server<S>, stop: Option<&AtomicBool
         };
         match event {
             Ok(Event::Call { channel, len }) => {
-                let endpoint = server.channel(channel).unwrap();
-                endpoint.read_into(0, &mut buf[..len]);
+                let mut call = server.channel(channel).unwrap();
+                call.read_into(0, &mut buf[..len]);
                 for byte in &mut buf[..len] {
                     *byte = byte.wrapping_add(1);
                 }
-                endpoint.write_from(0, &buf[..len]);
+                call.write_from(0, &buf[..len]);
                 match server.reply(channel, len) {
                     Ok(()) | Err(Error::Shutdown) => {}
                     Err(err) => panic!("reply: {err}"),
@@ -273,13 +273,13 @@ fn a_silent_client_is_closed_by_its_idle_timeout_and_the_others_go_on() {
             match next(&mut server) {
                 Event::Call { channel, len } => {
                     assert_eq!(channel, talker_id);
-                    let endpoint = server.channel(channel).unwrap();
+                    let mut call = server.channel(channel).unwrap();
                     let mut buf = [0u8; 4];
-                    endpoint.read_into(0, &mut buf[..len]);
+                    call.read_into(0, &mut buf[..len]);
                     for byte in &mut buf {
                         *byte = byte.wrapping_add(1);
                     }
-                    endpoint.data_mut()[..len].copy_from_slice(&buf[..len]);
+                    call.data_mut()[..len].copy_from_slice(&buf[..len]);
                     server.reply(channel, len).unwrap();
                     talker_calls += 1;
                 }
@@ -469,12 +469,12 @@ fn clients_in_other_processes_are_served_and_their_deaths_noticed() {
             match next(&mut server) {
                 Event::Call { channel, len } => {
                     *calls.entry(channel).or_default() += 1;
-                    let endpoint = server.channel(channel).unwrap();
-                    endpoint.read_into(0, &mut buf[..len]);
+                    let mut call = server.channel(channel).unwrap();
+                    call.read_into(0, &mut buf[..len]);
                     for byte in &mut buf[..len] {
                         *byte = byte.wrapping_add(1);
                     }
-                    endpoint.write_from(0, &buf[..len]);
+                    call.write_from(0, &buf[..len]);
                     let _ = server.reply(channel, len);
                 }
                 Event::Closed { channel, reason } if Some(channel) == dying => {

@@ -102,7 +102,9 @@ mod window;
 
 pub use endpoint::{Endpoint, Role, ShutdownHandle, PEER_CHECK_INTERVAL};
 pub use error::{Error, Violation};
-pub use server::{ChannelId, Event, Server, ServerHandle, WaitMode, MAX_CHANNELS, POLL_INTERVAL};
+pub use server::{
+    ChannelData, ChannelId, Event, Server, ServerHandle, WaitMode, MAX_CHANNELS, POLL_INTERVAL,
+};
 pub use window::PacketWindow;
 pub use window::MAX_CAPACITY;
 

@@ -73,7 +73,7 @@ use super::endpoint::{Endpoint, Look, PeerTurn, ShutdownHandle, PEER_CHECK_INTER
 use super::error::Error;
 use crate::atomic::Ordering;
 use crate::futex::futex2::{self, WaitvEntry};
-use crate::futex::{Capability, Deadline, Futex, Scope, ScopeKind};
+use crate::futex::{Capability, Deadline, Futex, Private, Scope, ScopeKind, Shared};
 use crate::spin::Spinner;
 
 /// The most channels one server serves: `futex_waitv`'s limit on words per call.
@@ -298,8 +298,8 @@ impl<S: Scope> Control<S> {
 ///     while !server.is_empty() {
 ///         match server.next_event()? {
 ///             Event::Call { channel, len } => {
-///                 let data = server.channel(channel).unwrap().data_mut();
-///                 data[..len].make_ascii_uppercase();
+///                 let mut call = server.channel(channel).unwrap();
+///                 call.data_mut()[..len].make_ascii_uppercase();
 ///                 server.reply(channel, len)?;
 ///             }
 ///             Event::Closed { .. } => {} // a client went away
@@ -440,10 +440,11 @@ impl<S: Scope> Server<S> {
         Ok(id)
     }
 
-    /// The endpoint of `channel`, to read a call and write its reply (while the call is held).
-    pub fn channel(&mut self, channel: ChannelId) -> Option<&mut Endpoint<S>> {
+    /// The data area of `channel`, to read a call and write its reply (while the call is held),
+    /// if it is attached. Only the data: the turn goes back through [`reply`](Server::reply).
+    pub fn channel(&mut self, channel: ChannelId) -> Option<ChannelData<'_, S>> {
         let index = self.index_of(channel)?;
-        Some(&mut self.channels[index].endpoint)
+        Some(ChannelData(&mut self.channels[index].endpoint))
     }
 
     /// Answers the call held on `channel` with the first `len` bytes of its data area.
@@ -850,5 +851,96 @@ impl<S: Scope> core::fmt::Debug for ServerHandle<S> {
         f.debug_struct("ServerHandle")
             .field("is_shutdown", &self.is_shutdown())
             .finish()
+    }
+}
+
+/// A channel's data area, lent by [`Server::channel`]: what an endpoint offers for reading a
+/// call and writing its reply, and nothing that moves the turn, which stays the server's to
+/// hand back ([`Server::reply`]) or to wait for.
+pub struct ChannelData<'a, S: Scope>(&'a mut Endpoint<S>);
+
+impl<S: Scope> ChannelData<'_, S> {
+    /// As [`Endpoint::capacity`].
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Whether the server holds this channel's turn: a call is there to answer.
+    pub fn holds_turn(&self) -> bool {
+        self.0.holds_turn()
+    }
+
+    /// As [`Endpoint::read_into`].
+    ///
+    /// # Panics
+    ///
+    /// If the server does not hold the turn, or the range goes past the capacity.
+    pub fn read_into(&self, offset: usize, dst: &mut [u8]) {
+        self.0.read_into(offset, dst);
+    }
+
+    /// As [`Endpoint::write_from`].
+    ///
+    /// # Panics
+    ///
+    /// If the server does not hold the turn, or the range goes past the capacity.
+    pub fn write_from(&mut self, offset: usize, src: &[u8]) {
+        self.0.write_from(offset, src);
+    }
+}
+
+impl ChannelData<'_, Private> {
+    /// As [`Endpoint::data`].
+    ///
+    /// # Panics
+    ///
+    /// If the server does not hold the turn.
+    pub fn data(&self) -> &[u8] {
+        self.0.data()
+    }
+
+    /// As [`Endpoint::data_mut`].
+    ///
+    /// # Panics
+    ///
+    /// If the server does not hold the turn.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.0.data_mut()
+    }
+}
+
+impl ChannelData<'_, Shared> {
+    /// As [`Endpoint::data_unchecked`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`Endpoint::data_unchecked`].
+    ///
+    /// # Panics
+    ///
+    /// If the server does not hold the turn.
+    pub unsafe fn data_unchecked(&self) -> &[u8] {
+        // SAFETY: the caller keeps `Endpoint::data_unchecked`'s contract.
+        unsafe { self.0.data_unchecked() }
+    }
+
+    /// As [`Endpoint::data_mut_unchecked`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`Endpoint::data_mut_unchecked`].
+    ///
+    /// # Panics
+    ///
+    /// If the server does not hold the turn.
+    pub unsafe fn data_mut_unchecked(&mut self) -> &mut [u8] {
+        // SAFETY: the caller keeps `Endpoint::data_mut_unchecked`'s contract.
+        unsafe { self.0.data_mut_unchecked() }
+    }
+}
+
+impl<S: Scope> core::fmt::Debug for ChannelData<'_, S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("ChannelData").field(&self.0).finish()
     }
 }

@@ -197,9 +197,9 @@ fn one_thread(windows: &[PacketWindow], payload: usize) -> ServerThreads {
         loop {
             match server.next_event() {
                 Ok(Event::Call { channel, len }) => {
-                    let endpoint = server.channel(channel).unwrap();
-                    endpoint.read_into(0, &mut buffer[..len]);
-                    endpoint.write_from(0, &buffer[..len]);
+                    let mut call = server.channel(channel).unwrap();
+                    call.read_into(0, &mut buffer[..len]);
+                    call.write_from(0, &buffer[..len]);
                     let _ = server.reply(channel, len);
                 }
                 Ok(Event::Closed { .. }) => {}
