@@ -189,10 +189,12 @@ impl Region {
 
     /// Copies `dst.len()` bytes of the data area, from `offset`, into `dst`.
     ///
-    /// The caller holds the turn and has checked `offset + dst.len() <= capacity`.
-    pub(crate) fn copy_out(&self, offset: usize, dst: &mut [u8]) {
+    /// # Safety
+    ///
+    /// The caller's endpoint holds the turn, and `offset + dst.len() <= capacity`.
+    pub(crate) unsafe fn copy_out(&self, offset: usize, dst: &mut [u8]) {
         debug_assert!(offset + dst.len() <= self.capacity);
-        // SAFETY: `offset + dst.len() <= capacity` (the caller's check), so the range lies in
+        // SAFETY: `offset + dst.len() <= capacity` (the caller's promise), so the range lies in
         // the data area, which lives as long as `self`.
         let src = unsafe { self.data_ptr().add(offset) };
         match self.backing {
@@ -204,15 +206,20 @@ impl Region {
             },
             // SAFETY: the range is in bounds (above), in a mapping this process accesses only
             // with atomics (every access to a mapped data area goes through `copy_out` and
-            // `copy_in`, or through an `unsafe` accessor whose contract excludes racing them).
+            // `copy_in`, or through an `unsafe` accessor whose contract excludes racing them),
+            // and only while its endpoint holds the turn: two copies of this process overlap
+            // only if it holds both endpoints and a third process forges the turn, the case
+            // the module's docs (`flipcall`) leave out.
             Backing::Mapped { .. } => unsafe { crate::atomic_copy::load(src, dst) },
         }
     }
 
     /// Copies `src` into the data area at `offset`.
     ///
-    /// The caller holds the turn and has checked `offset + src.len() <= capacity`.
-    pub(crate) fn copy_in(&self, offset: usize, src: &[u8]) {
+    /// # Safety
+    ///
+    /// The caller's endpoint holds the turn, and `offset + src.len() <= capacity`.
+    pub(crate) unsafe fn copy_in(&self, offset: usize, src: &[u8]) {
         debug_assert!(offset + src.len() <= self.capacity);
         // SAFETY: in bounds, as in `copy_out`.
         let dst = unsafe { self.data_ptr().add(offset) };
