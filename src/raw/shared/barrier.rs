@@ -303,7 +303,7 @@ impl RawSharedBarrier {
         // Wrapping: a peer may have written any count.
         if self.arrived.fetch_add(1, Ordering::AcqRel).wrapping_add(1) >= parties as u32 {
             self.arrived.store(0, Ordering::Relaxed);
-            return self.end_round();
+            return self.end_round(seen);
         }
         let round_over = |now: u32| (now ^ seen) & ROUND_PARITY != 0;
         if crate::spin::spin_for_arrivals(parties, deadline, || {
@@ -325,18 +325,19 @@ impl RawSharedBarrier {
                 if self.break_round(now) {
                     return Err(BarrierError::Broken);
                 }
-                continue;
+                return Ok(false);
             };
             if deadline.is_some_and(|d| d.has_passed()) {
                 if self.break_round(now) {
                     return Err(BarrierError::TimedOut);
                 }
-                continue;
+                return Ok(false);
             }
             if let Err(err) = self.sleep(now, &members, deadline) {
                 if self.break_round(now) {
                     return Err(err);
                 }
+                return Ok(false);
             }
         }
     }
@@ -359,15 +360,21 @@ impl RawSharedBarrier {
             .collect()
     }
 
-    /// The last arrival of a round: flips the parity, unless the barrier broke first (then the
-    /// round ends for no party), and wakes every sleeper.
-    fn end_round(&self) -> Result<bool, BarrierError> {
-        let flipped = self
-            .generation
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
-                (now & BROKEN == 0).then_some(now ^ ROUND_PARITY)
-            });
-        if flipped.is_err() {
+    /// The last arrival of the round that began at generation `seen`: flips the parity
+    /// unless the barrier broke first (then the round ends for no party), and wakes every
+    /// sleeper. One CAS: while a round is on, the only other write a party makes to the
+    /// generation is `BROKEN`, so a word that is neither `seen` nor broken was written by a
+    /// peer, which breaks the barrier too.
+    fn end_round(&self, seen: u32) -> Result<bool, BarrierError> {
+        if let Err(now) = self.generation.compare_exchange(
+            seen,
+            seen ^ ROUND_PARITY,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            if now & BROKEN == 0 {
+                self.break_it();
+            }
             return Err(BarrierError::Broken);
         }
         let woken = self.generation.wake(i32::MAX as u32).unwrap_or(0);
@@ -378,7 +385,7 @@ impl RawSharedBarrier {
     /// Breaks the barrier for an arrived party that gives up, unless its round ended first:
     /// by CAS from `now`, the generation it last saw, so that a round ends for every party or
     /// for none. Returns whether it broke (or found) the barrier broken; `false`: the round
-    /// ended, and the caller looks again.
+    /// ended (its parity moved), and the caller returns as released.
     fn break_round(&self, now: u32) -> bool {
         match self.generation.compare_exchange(
             now,
