@@ -671,6 +671,12 @@ pub(crate) fn current_owner_id() -> Result<u32, Unsupported> {
     ready().map(|(_, tid)| tid)
 }
 
+/// Whether [`holds`] can tell: this thread's list is still there to look at (not after its
+/// thread-local teardown began, when `holds` answers false whatever the thread holds).
+pub(crate) fn can_tell_holds() -> bool {
+    THREAD.try_with(|_| ()).is_ok()
+}
+
 /// Whether this thread has `word` linked: it holds the lock.
 pub(crate) fn holds(word: &RobustWord) -> bool {
     holds_any(|held| core::ptr::eq(held, word))

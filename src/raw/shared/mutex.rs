@@ -213,10 +213,11 @@ impl Drop for RawSharedMutex {
             unsafe { self.unlock() };
             return;
         }
-        // A word naming this thread, which holds nothing here, was written by a peer.
+        // A word naming this thread, which holds nothing here, was written by a peer (unless
+        // this thread's list is gone: then it may be a leaked hold, and counts as one).
         let Some(holder) = self
             .holder()
-            .filter(|&tid| tid != crate::futex::current_tid())
+            .filter(|&tid| tid != crate::futex::current_tid() || !robust::can_tell_holds())
         else {
             return;
         };
