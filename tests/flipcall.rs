@@ -860,42 +860,73 @@ fn sigkill_of_the_server_mid_call_gives_peer_died() {
 }
 
 /// A fork child that uses the client endpoint its parent made (a copy, with the parent's pid
-/// in the window) announces itself at its first sleep: the server, in the parent, then
+/// in the window) announces itself at its first call: the server, in the parent, then
 /// watches the child, and its kill ends the server's wait with `PeerDied` (the parent's pid
 /// being the server's own, nothing was watched before).
 #[test]
 fn a_fork_child_using_its_parents_endpoint_is_watched_as_the_peer() {
+    // A round trip on a throwaway window first: what the child's calls set up once (the spin
+    // policy's machine facts, the kernel's capabilities) is then in place before the fork, so
+    // the child never waits for a setup another thread of the parent was in at the fork.
+    let warm_up = PacketWindow::new(64).unwrap();
+    let (mut warm_client, mut warm_server) = (
+        Endpoint::client(&warm_up).unwrap(),
+        Endpoint::server(&warm_up).unwrap(),
+    );
+    let warm = thread::spawn(move || {
+        warm_server.recv_first_timeout(HANG).unwrap();
+        warm_server.send_last(0).unwrap();
+    });
+    warm_client.connect_timeout(HANG).unwrap();
+    warm_client.send_recv_timeout(0, HANG).unwrap();
+    warm.join().unwrap();
+
     let window = PacketWindow::new(64).unwrap();
     let mut client = Endpoint::client(&window).unwrap();
     let mut server = Endpoint::server(&window).unwrap();
     let server = thread::spawn(move || {
         server.recv_first_timeout(HANG).unwrap();
-        // Long enough that the child's wait for the reply sleeps.
-        thread::sleep(Duration::from_millis(100));
         // The reply, then the wait for the next call, which the child never makes.
         server.send_recv_timeout(0, HANG)
     });
-    // SAFETY: the child only makes FlipCall calls, which take no lock another thread of the
-    // parent could have held at the fork, then waits to be killed; it never returns.
+    let mut pipe = [0; 2];
+    // SAFETY: `pipe` has room for the two descriptors.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let [read_end, write_end] = pipe;
+    // SAFETY: the child only makes FlipCall calls (their one-time setup done above) and
+    // system calls, then waits to be killed; it never returns.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
         let called = client.connect().is_ok() && client.send_recv(0).is_ok();
-        if !called {
-            // SAFETY: ends the child at once, running nothing of the parent's.
-            unsafe { libc::_exit(1) };
+        if called {
+            // SAFETY: writes one byte from a live local to the pipe's write end.
+            unsafe { libc::write(write_end, [1u8].as_ptr().cast(), 1) };
         }
-        loop {
-            // SAFETY: waits for a signal; no memory is touched.
-            unsafe { libc::pause() };
+        // SAFETY: ends the child at once (a failed call: the parent's read finds no byte) or
+        // waits for the kill; nothing of the parent's runs.
+        unsafe {
+            if !called {
+                libc::_exit(1);
+            }
+            loop {
+                libc::pause();
+            }
         }
     }
-    thread::sleep(Duration::from_millis(300));
+    // SAFETY: the parent's copy of the write end, not used here.
+    unsafe { libc::close(write_end) };
+    let mut byte = [0u8];
+    // SAFETY: reads at most one byte into a live local.
+    let got = unsafe { libc::read(read_end, byte.as_mut_ptr().cast(), 1) };
     // SAFETY: `pid` is this test's child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let mut status = 0;
     // SAFETY: reaps that child; `status` is a live local.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    // SAFETY: the read end, not used after.
+    unsafe { libc::close(read_end) };
+    assert_eq!(got, 1, "the child's call went through");
     assert!(matches!(server.join().unwrap(), Err(Error::PeerDied)));
     drop(client);
 }

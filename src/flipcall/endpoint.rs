@@ -223,7 +223,7 @@ pub(crate) struct PeerTurn(u32);
 /// An endpoint belongs to the process that made it: make each process's after a `fork`, from
 /// the window it inherited. A fork child's copy of its parent's endpoint shuts the channel down
 /// when dropped, as the parent's would; one the child uses instead of the parent announces the
-/// child at its first sleep, so that the peer watches the child's process from then on.
+/// child at its first call, so that the peer watches the child's process from then on.
 pub struct Endpoint<S: Scope = Private> {
     region: Arc<Region>,
     role: Role,
@@ -629,6 +629,7 @@ impl<S: Scope> Endpoint<S> {
 
     /// Moves the turn from `from` (this side's) to the peer; returns whether the peer slept.
     fn hand_over(&mut self, from: u32) -> Result<bool, Error> {
+        self.follow_fork();
         let state = &self.region.header().state;
         let to = self.role.peer_turn();
         self.hand_over_cpu =
@@ -694,7 +695,16 @@ impl<S: Scope> Endpoint<S> {
     /// Waits until the turn is this side's; returns the length that came with it. The loop
     /// over the wait steps: spin while the peer is likely to answer soon, then look, mark
     /// `SLEEPING`, sleep, until a look takes the turn or ends the wait.
+    /// In a fork child using its parent's endpoint, announces the child before its first
+    /// step (one load per call otherwise), so that the peer watches the process that waits.
+    fn follow_fork(&mut self) {
+        if self.crosses_processes() {
+            self.peer.follow_fork(self.region.header());
+        }
+    }
+
     fn wait_for_turn(&mut self, deadline: Option<Deadline>) -> Result<usize, Error> {
+        self.follow_fork();
         if self.peer.died() {
             return Err(Error::PeerDied);
         }

@@ -7,9 +7,9 @@
 //! deadline. A peer that dies before it has made its endpoint is likewise noticed only by the
 //! deadline of `connect` or `recv_first`.
 //!
-//! A fork child that uses an endpoint its parent made announces itself at its first sleep or
-//! peer check, and a peer whose announced pid changes is watched afresh, so the watch follows
-//! the process that uses each side.
+//! A fork child that uses an endpoint its parent made announces itself at its first call, and
+//! a peer whose announced pid changes is watched afresh, so the watch follows the process that
+//! uses each side.
 
 use super::endpoint::Role;
 use super::window::Header;
@@ -23,6 +23,8 @@ pub(crate) struct PeerWatch {
     peer_role: Role,
     own_pid: u32,
     own_pidns: u32,
+    /// The fork count (`sys::forks`) when this process announced itself.
+    forks: Option<u32>,
     /// The pid watched, and its pidfd.
     watch: Option<(u32, ProcessWatch)>,
     died: bool,
@@ -32,6 +34,7 @@ impl PeerWatch {
     /// Writes this process's pid and pid namespace into `header` for `role`, and prepares to
     /// watch the other role's process.
     pub(crate) fn announce(header: &Header, role: Role) -> PeerWatch {
+        let forks = crate::futex::sys::forks();
         let own_pid = sys::getpid();
         let own_pidns = sys::pid_namespace();
         let (pid, pidns) = header.process_of(role);
@@ -45,6 +48,7 @@ impl PeerWatch {
             },
             own_pid,
             own_pidns,
+            forks,
             watch: None,
             died: false,
         }
@@ -57,9 +61,16 @@ impl PeerWatch {
 
     /// In a fork child using an endpoint its parent made: announces the child in the parent's
     /// place, so that the peer watches the child, and looks at the peer afresh (the parent,
-    /// this process's own before, may be the peer's process now).
-    fn follow_fork(&mut self, header: &Header) {
-        if sys::getpid() != self.own_pid {
+    /// this process's own before, may be the peer's process now). One load while the fork
+    /// count is kept and unchanged; a `getpid` otherwise.
+    pub(crate) fn follow_fork(&mut self, header: &Header) {
+        let forks = crate::futex::sys::forks();
+        if forks.is_some() && forks == self.forks {
+            return;
+        }
+        if sys::getpid() == self.own_pid {
+            self.forks = forks;
+        } else {
             let died = self.died;
             *self = PeerWatch {
                 died,

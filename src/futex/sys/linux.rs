@@ -30,16 +30,16 @@ pub(crate) fn next_ticket() -> u32 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// This thread's kernel thread id (see [`crate::futex::current_tid`]), from a per-thread
-/// cache. A `fork` child's one thread has a new id but inherits its parent thread's cache, so
-/// the cache holds the fork count it was filled under, and a `pthread_atfork` child handler,
-/// registered before any cache is filled, bumps the count in the child. Registration is a
-/// flag, not a `Once`: a fork by another thread in the middle of it leaves a child whose flag
-/// says "registering" for good, and that child asks the kernel every time instead of waiting
-/// for a registration that will never finish. A child made without the C library's fork (a
-/// raw `clone`) runs no handlers and would keep its parent's id: as for the robust list, the
-/// crate relies on threads and processes being made through the C library.
-pub(crate) fn current_tid() -> u32 {
+/// How many `fork`s made through the C library this process's image has been through (0 in
+/// the first process; a child counts one more than its parent did at the fork), or `None`
+/// where the count cannot be kept (`pthread_atfork` failed, or another thread is registering
+/// its handler). A `pthread_atfork` child handler, registered at the first call, keeps it.
+/// Registration is a flag, not a `Once`: a fork by another thread in the middle of it leaves a
+/// child whose flag says "registering" for good, and that child answers `None` instead of
+/// waiting for a registration that will never finish. A child made without the C library's
+/// fork (a raw `clone`) runs no handlers and would keep its parent's count: as for the robust
+/// list, the crate relies on threads and processes being made through the C library.
+pub(crate) fn forks() -> Option<u32> {
     const UNREGISTERED: u32 = 0;
     const REGISTERING: u32 = 1;
     const REGISTERED: u32 = 2;
@@ -47,10 +47,6 @@ pub(crate) fn current_tid() -> u32 {
     static HANDLER: AtomicU32 = AtomicU32::new(UNREGISTERED);
     unsafe extern "C" fn count_fork_in_child() {
         FORKS.fetch_add(1, Ordering::Relaxed);
-    }
-    thread_local! {
-        // (the fork count when filled, the id); id 0 is never a thread's, so it means empty.
-        static CACHE: core::cell::Cell<(u32, u32)> = const { core::cell::Cell::new((0, 0)) };
     }
     if HANDLER.load(Ordering::Acquire) != REGISTERED {
         if HANDLER
@@ -65,13 +61,27 @@ pub(crate) fn current_tid() -> u32 {
         {
             HANDLER.store(REGISTERED, Ordering::Release);
         }
-        // Nothing is cached until the handler is in place (pthread_atfork fails only without
-        // memory, and then nothing ever is).
-        return super::thread::gettid();
+        // Counted only from the registration on (pthread_atfork fails only without memory,
+        // and then never).
+        return None;
     }
+    Some(FORKS.load(Ordering::Relaxed))
+}
+
+/// This thread's kernel thread id (see [`crate::futex::current_tid`]), from a per-thread
+/// cache. A `fork` child's one thread has a new id but inherits its parent thread's cache, so
+/// the cache holds the fork count ([`forks`]) it was filled under; where no count is kept,
+/// the kernel is asked every time.
+pub(crate) fn current_tid() -> u32 {
+    thread_local! {
+        // (the fork count when filled, the id); id 0 is never a thread's, so it means empty.
+        static CACHE: core::cell::Cell<(u32, u32)> = const { core::cell::Cell::new((0, 0)) };
+    }
+    let Some(forks) = forks() else {
+        return super::thread::gettid();
+    };
     // Only this thread forks this thread's image, so no fork falls between these loads and the
     // store below.
-    let forks = FORKS.load(Ordering::Relaxed);
     let cached = CACHE.try_with(core::cell::Cell::get).unwrap_or((0, 0));
     if cached.1 != 0 && cached.0 == forks {
         return cached.1;

@@ -97,6 +97,11 @@ pub(crate) fn current_tid() -> u32 {
     TID.with(|tid| *tid)
 }
 
+/// No model thread forks.
+pub(crate) fn forks() -> Option<u32> {
+    Some(0)
+}
+
 /// The next number of a count made afresh per execution, one per call (as `linux.rs`'s, and
 /// the same in every execution of a model with the same schedule; see [`current_tid`]). It
 /// starts two short of the Mutex tickets' wrap, so that models order waiters across it and
