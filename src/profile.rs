@@ -515,7 +515,7 @@ mod recording {
                 || frame.file.as_deref().is_some_and(|file| {
                     file.starts_with(concat!(env!("CARGO_MANIFEST_DIR"), "/src/"))
                         || file.starts_with("/rustc/")
-                        || ["/lock_api-", "/backtrace-"]
+                        || ["/lock_api-0.", "/backtrace-0."]
                             .iter()
                             .any(|crate_dir| file.contains(crate_dir))
                 })

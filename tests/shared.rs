@@ -1065,6 +1065,11 @@ fn semaphores_latches_and_events_live_in_regions() {
 fn a_dropped_mutex_leaves_its_holders_robust_list_even_with_its_word_overwritten() {
     use std::sync::atomic::AtomicU32;
     const OWNER_DIED: u32 = 1 << 30;
+    assert_eq!(
+        std::mem::size_of::<RawSharedMutex>(),
+        40,
+        "the memory below is one lock"
+    );
     let mut word_index = None;
     for overwritten in [false, true] {
         let memory: &'static mut [u64; 5] = Box::leak(Box::new([0; 5]));
@@ -1197,9 +1202,6 @@ fn a_shared_mutex_dropped_while_held() {
     );
 }
 
-/// Where the kernel refuses `FUTEX_WAKE_OP` to a thread (a sandbox's seccomp policy), the
-/// shared Condvar's notify and the shared Barrier's release still reach their sleeper: the
-/// change is made by an atomic RMW and the wake is a plain one.
 /// A barrier party whose thread a sandbox refuses `futex_waitv` (a policy older than the call
 /// refuses it with `EPERM`) sleeps on the generation alone and completes its rounds; refused
 /// its `FUTEX_WAIT` too, its wait fails and breaks the barrier, since its arrival is counted:
@@ -1218,17 +1220,23 @@ mod refused_barrier_sleeps {
     const FUTEX_WAIT_BITSET: u32 = 9;
 
     /// Two parties: the first on a thread that `refuse` sandboxes, arriving first; the second,
-    /// this thread, 20 ms later. What each wait returned.
-    fn a_round(refuse: fn()) -> (Result<bool, BarrierError>, Result<bool, BarrierError>) {
+    /// this thread, once `arrived` (given the barrier and the first thread's id) returns. What
+    /// each wait returned.
+    fn a_round(
+        refuse: fn(),
+        arrived: fn(&RawSharedBarrier, u32),
+    ) -> (Result<bool, BarrierError>, Result<bool, BarrierError>) {
         // SAFETY: in an Arc before its first join, never moved out.
         let barrier = Arc::new(unsafe { RawSharedBarrier::new(2) });
         let this_party = barrier.join().unwrap();
         let (led_tx, led_rx) = std::sync::mpsc::channel();
         let (leave_tx, leave_rx) = std::sync::mpsc::channel();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let first_thread = std::thread::spawn({
             let barrier = Arc::clone(&barrier);
             move || {
                 refuse();
+                tid_tx.send(futexkit_support::blocked::gettid()).unwrap();
                 let party = barrier.join().unwrap();
                 // SAFETY: this thread joined as `party`; `barrier` is alive here.
                 let led = unsafe { barrier.wait(party, Some(Deadline::after(HANG))) };
@@ -1239,7 +1247,7 @@ mod refused_barrier_sleeps {
                 unsafe { barrier.leave(party) };
             }
         });
-        std::thread::sleep(Duration::from_millis(20));
+        arrived(&barrier, tid_rx.recv().unwrap());
         // SAFETY: this thread joined as `this_party`; `barrier` is alive here.
         let second = unsafe { barrier.wait(this_party, Some(Deadline::after(HANG))) };
         let first = led_rx.recv().unwrap();
@@ -1262,20 +1270,40 @@ mod refused_barrier_sleeps {
 
     #[test]
     fn a_party_refused_futex_waitv_completes_the_round() {
-        assert_eq!(a_round(refuse_waitv), (Ok(false), Ok(true)));
+        // The first party sleeps, on the generation alone.
+        let asleep = |_: &RawSharedBarrier, tid| futexkit_support::blocked::wait_until_blocked(tid);
+        assert_eq!(a_round(refuse_waitv, asleep), (Ok(false), Ok(true)));
     }
 
     #[test]
     fn a_party_refused_every_sleep_breaks_the_barrier() {
-        let (first, second) = a_round(|| {
-            refuse_waitv();
-            refuse_futex_op(FUTEX_WAIT_BITSET);
-        });
+        // The first party's refused sleep broke the barrier (a bound, not a timing: without
+        // the break the barrier stays whole and this fails at HANG).
+        let broken = |barrier: &RawSharedBarrier, _| {
+            let start = std::time::Instant::now();
+            while !barrier.is_broken() {
+                assert!(
+                    start.elapsed() < HANG,
+                    "the refused sleep left the barrier whole"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let (first, second) = a_round(
+            || {
+                refuse_waitv();
+                refuse_futex_op(FUTEX_WAIT_BITSET);
+            },
+            broken,
+        );
         assert_eq!(first, Err(BarrierError::Futex(Error::PermissionDenied)));
         assert_eq!(second, Err(BarrierError::Broken));
     }
 }
 
+/// Where the kernel refuses `FUTEX_WAKE_OP` to a thread (a sandbox's seccomp policy), the
+/// shared Condvar's notify and the shared Barrier's release still reach their sleeper: the
+/// change is made by an atomic RMW and the wake is a plain one.
 mod without_futex_wake_op {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
