@@ -155,7 +155,7 @@ impl RawMutex {
     /// # Panics
     ///
     /// With the `deadlock` feature, if this thread holds the lock already
-    /// ([`crate::deadlock`]).
+    /// (the `deadlock` module).
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) {

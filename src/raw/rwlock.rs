@@ -316,7 +316,7 @@ impl RawRwLock {
     /// If the lock already has the most readers it can count (2^25 - 2).
     ///
     /// With the `deadlock` feature, also if this thread holds the lock already
-    /// ([`crate::deadlock`]).
+    /// (the `deadlock` module).
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn read(&self) {
@@ -461,7 +461,7 @@ impl RawRwLock {
     /// # Panics
     ///
     /// With the `deadlock` feature, if this thread holds the lock already
-    /// ([`crate::deadlock`]).
+    /// (the `deadlock` module).
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn write(&self) {

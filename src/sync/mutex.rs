@@ -174,7 +174,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Panics
     ///
     /// Locking a mutex this thread already holds deadlocks (as std may); with the `deadlock`
-    /// feature it panics instead ([`crate::deadlock`]).
+    /// feature it panics instead (the `deadlock` module).
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {

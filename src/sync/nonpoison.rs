@@ -129,7 +129,7 @@ impl<T> Mutex<T> {
 
 impl<T: ?Sized> Mutex<T> {
     /// Blocks until this thread holds the lock. Locking a mutex this thread already holds
-    /// deadlocks; with the `deadlock` feature it panics instead ([`crate::deadlock`]).
+    /// deadlocks; with the `deadlock` feature it panics instead (the `deadlock` module).
     #[cfg_attr(feature = "deadlock", track_caller)]
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
