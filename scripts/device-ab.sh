@@ -18,7 +18,8 @@
 # order of the builds rotates from round to round, so that no build always meets a fresher
 # machine. Writes one file per example into $OUT (default target/device-ab), every run headed by
 # its build's COMMIT and the load: rwlock.txt (`--quick --writers 1,4 --readers 4,8,16`),
-# contention.txt (`--quick --threads 4,16,64`), condvar.txt (`--quick`) and kvcompare.txt
+# contention.txt (`--quick --threads 4,16,64`), condvar.txt (`--quick`), hackbench.txt
+# (`--quick`) and kvcompare.txt
 # (`--rounds 1 --seconds 1 --clients 16,64`, one worker per CPU, futexkit and std). A round runs
 # every example twice per build, so size N to the device time left. Each run has a timeout of
 # RUN_TIMEOUT seconds (default 90), so a hang costs one run, not the whole call.
@@ -40,7 +41,7 @@ out=${OUT:-target/device-ab}
 for number in "$rounds" "$run_timeout"; do
     case $number in "" | *[!0-9]*) echo "N and RUN_TIMEOUT are whole numbers" >&2; exit 2 ;; esac
 done
-examples=(rwlock contention condvar kvcompare)
+examples=(rwlock contention condvar hackbench kvcompare)
 for dir in "${builds[@]}"; do
     for example in "${examples[@]}"; do
         [ -x "$dir/$example" ] || { echo "$dir/$example: not there (scripts/benchmarks.sh --export)" >&2; exit 1; }
@@ -74,7 +75,7 @@ run() {
         case $example in
         rwlock) args=(--quick --writers 1,4 --readers 4,8,16) ;;
         contention) args=(--quick --threads 4,16,64) ;;
-        condvar) args=(--quick) ;;
+        condvar | hackbench) args=(--quick) ;;
         kvcompare) args=(--rounds 1 --seconds 1 --clients 16,64 --workers "$cpus" --backends futexkit,std) ;;
         esac
         {

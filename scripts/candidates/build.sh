@@ -28,7 +28,7 @@ for patch in scripts/candidates/*.patch; do
         continue
     fi
     (cd "$tree" && CARGO_TARGET_DIR="$repo/target/candidates" scripts/benchmarks.sh \
-        --export "$out/$name" --only rwlock,contention,condvar,kvcompare)
+        --export "$out/$name" --only rwlock,contention,condvar,hackbench,kvcompare)
     echo "$base + $name" >"$out/$name/COMMIT"
 done
 echo "built into $out: $(cd "$out" && ls -d -- */ 2>/dev/null | tr -d / | tr '\n' ' ')" >&2
