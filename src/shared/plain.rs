@@ -11,9 +11,8 @@ use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 /// impl`. `bool`, `char`, enums, references and `Box` are not.
 ///
 /// A type whose bytemuck or zerocopy derives already prove this needs no `unsafe impl`:
-/// `plain_from_bytemuck!` (feature `bytemuck`) and
-/// `plain_from_zerocopy!` (feature `zerocopy`) implement `Plain`
-/// from those crates' traits, checked at compile time.
+/// `plain_from_bytemuck!` (feature `bytemuck`) and `plain_from_zerocopy!` (feature `zerocopy`)
+/// implement `Plain` from those crates' traits, checked at compile time.
 ///
 /// A bound on the type, rather than a marker that a type has no pointers, because the data is
 /// only ever copied in and out of the shared memory with atomic accesses (a peer process may
