@@ -17,7 +17,9 @@ base=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- src support examples || base="$base (with uncommitted changes, left out)"
 source "$repo/scripts/scratch-worktrees.sh"
 
+shopt -s nullglob
 failed=0
+built=()
 for patch in scripts/candidates/*.patch; do
     name=$(basename "$patch" .patch)
     tree=$trees/$name
@@ -30,6 +32,7 @@ for patch in scripts/candidates/*.patch; do
     (cd "$tree" && CARGO_TARGET_DIR="$repo/target/candidates" scripts/benchmarks.sh \
         --export "$out/$name" --only rwlock,contention,condvar,hackbench,kvcompare)
     echo "$base + $name" >"$out/$name/COMMIT"
+    built+=("$name")
 done
-echo "built into $out: $(cd "$out" && ls -d -- */ 2>/dev/null | tr -d / | tr '\n' ' ')" >&2
+echo "built into $out: ${built[*]:-nothing (no patch waits in scripts/candidates/)}" >&2
 exit "$failed"
