@@ -23,6 +23,8 @@
 # (`--rounds 1 --seconds 1 --clients 16,64`, one worker per CPU, futexkit and std). A round runs
 # every example twice per build, so size N to the device time left. Each run has a timeout of
 # RUN_TIMEOUT seconds (default 90), so a hang costs one run, not the whole call.
+# `python3 scripts/tables.py ab DIR/*.txt` then prints futexkit's figures row by row, every
+# build's runs side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -3,6 +3,7 @@
 
     tables.py merge CURRENT_OUTPUT PREVIOUS_OUTPUT LABEL
     tables.py summary OUTPUT
+    tables.py ab FILE...
 
 `merge` adds a previous build's futexkit figures to an example's tables.
 Both files are the output of the same example (markdown tables), from this build and from a
@@ -16,6 +17,11 @@ Everything else is printed as it is.
 
 `summary` prints one line per table with a `futexkit / best` column: the lowest and highest
 value in it, which is the first thing to read in such a table.
+
+`ab` reads the files that scripts/device-ab.sh writes (one per example, every run headed by
+`=== BUILD, LOAD, round N: ...`) and prints, per example and load, one line per table row and
+column of futexkit's: its figure, its ratio to the best, and its median thread, for every build
+in turn, one value per round (the builds in the order of their first run).
 """
 
 import sys
@@ -99,7 +105,78 @@ def summary(lines):
             )
 
 
+def ab_columns(head):
+    """The columns of a table that `ab` reports: futexkit's figures, its ratios to the best
+    (not the per-round ones), and its median thread (the first of that column's values)."""
+    wanted = []
+    for k, name in enumerate(head):
+        if name.startswith("per round"):
+            continue
+        if (
+            name in ("futexkit", "writes fk", "reads fk")
+            or "/ best" in name
+            or "best /" in name
+            or name.startswith("median thread")
+        ):
+            wanted.append(k)
+    return wanted
+
+
+def ab(paths):
+    import re
+
+    for path in paths:
+        runs, order = {}, []
+        header, body = None, []
+        for line in open(path).read().splitlines() + ["=== end"]:
+            m = re.match(r"=== (.*), (idle|busy), round (\d+):", line)
+            if line.startswith("=== "):
+                if header is not None:
+                    runs.setdefault(header[:2], []).append(body)
+                header, body = (m.group(1), m.group(2)) if m else None, []
+                if m and m.group(1) not in order:
+                    order.append(m.group(1))
+            else:
+                body.append(line)
+        for load in ("idle", "busy"):
+            # (title, key, column) -> build -> values, one per round
+            lines, seen = {}, []
+            for build in order:
+                for lines_of_run in runs.get((build, load), []):
+                    for s, e in tables(lines_of_run):
+                        head = cells(lines_of_run[s])
+                        cols = ab_columns(head)
+                        if not cols:
+                            continue
+                        first = cols[0]
+                        name = (title(lines_of_run, s) or "").split(":")[0]
+                        for line in lines_of_run[s + 2 : e]:
+                            r = cells(line)
+                            for k in cols:
+                                if k >= len(r):
+                                    continue
+                                value = r[k].split(" / ")[0] if head[k].startswith("median") else r[k]
+                                column = "median thread" if head[k].startswith("median") else head[k]
+                                key = (name, " ".join(r[:first]), column)
+                                if key not in lines:
+                                    lines[key] = {}
+                                    seen.append(key)
+                                lines[key].setdefault(build, []).append(value)
+            if not seen:
+                continue
+            print(f"## {path}, {load}")
+            for key in seen:
+                per_build = " | ".join(
+                    f"{b}: {', '.join(lines[key].get(b, ['-']))}" for b in order
+                )
+                print(f"{key[0][:40]} | {key[1]} | {key[2]} | {per_build}")
+            print()
+
+
 def main():
+    if sys.argv[1] == "ab":
+        ab(sys.argv[2:])
+        return
     if sys.argv[1] == "summary":
         summary(open(sys.argv[2]).read().splitlines())
         return
