@@ -24,6 +24,7 @@ column of futexkit's: its figure, its ratio to the best, and its median thread, 
 in turn, one value per round (the builds in the order of their first run).
 """
 
+import re
 import sys
 
 
@@ -123,53 +124,46 @@ def ab_columns(head):
 
 
 def ab(paths):
-    import re
-
     for path in paths:
-        runs, order = {}, []
-        header, body = None, []
+        # (build, load) -> the lines of each of its runs, in file order (one per round)
+        runs, builds = {}, []
+        run, body = None, []
         for line in open(path).read().splitlines() + ["=== end"]:
-            m = re.match(r"=== (.*), (idle|busy), round (\d+):", line)
-            if line.startswith("=== "):
-                if header is not None:
-                    runs.setdefault(header[:2], []).append(body)
-                header, body = (m.group(1), m.group(2)) if m else None, []
-                if m and m.group(1) not in order:
-                    order.append(m.group(1))
-            else:
+            if not line.startswith("=== "):
                 body.append(line)
+                continue
+            if run is not None:
+                runs.setdefault(run, []).append(body)
+            m = re.match(r"=== (.*), (idle|busy), round \d+:", line)
+            run, body = (m.group(1), m.group(2)) if m else None, []
+            if m and m.group(1) not in builds:
+                builds.append(m.group(1))
         for load in ("idle", "busy"):
-            # (title, key, column) -> build -> values, one per round
-            lines, seen = {}, []
-            for build in order:
-                for lines_of_run in runs.get((build, load), []):
-                    for s, e in tables(lines_of_run):
-                        head = cells(lines_of_run[s])
-                        cols = ab_columns(head)
-                        if not cols:
+            # (table, row, column) -> build -> one value per round
+            figures = {}
+            for build in builds:
+                for lines in runs.get((build, load), []):
+                    for s, e in tables(lines):
+                        head = cells(lines[s])
+                        columns = ab_columns(head)
+                        if not columns:
                             continue
-                        first = cols[0]
-                        name = (title(lines_of_run, s) or "").split(":")[0]
-                        for line in lines_of_run[s + 2 : e]:
+                        table = (title(lines, s) or "").split(":")[0][:40]
+                        for line in lines[s + 2 : e]:
                             r = cells(line)
-                            for k in cols:
+                            for k in columns:
                                 if k >= len(r):
                                     continue
-                                value = r[k].split(" / ")[0] if head[k].startswith("median") else r[k]
-                                column = "median thread" if head[k].startswith("median") else head[k]
-                                key = (name, " ".join(r[:first]), column)
-                                if key not in lines:
-                                    lines[key] = {}
-                                    seen.append(key)
-                                lines[key].setdefault(build, []).append(value)
-            if not seen:
+                                median = head[k].startswith("median thread")
+                                key = (table, " ".join(r[: columns[0]]), "median thread" if median else head[k])
+                                value = r[k].split(" / ")[0] if median else r[k]
+                                figures.setdefault(key, {}).setdefault(build, []).append(value)
+            if not figures:
                 continue
             print(f"## {path}, {load}")
-            for key in seen:
-                per_build = " | ".join(
-                    f"{b}: {', '.join(lines[key].get(b, ['-']))}" for b in order
-                )
-                print(f"{key[0][:40]} | {key[1]} | {key[2]} | {per_build}")
+            for (table, row_name, column), by_build in figures.items():
+                per_build = " | ".join(f"{b}: {', '.join(by_build.get(b, ['-']))}" for b in builds)
+                print(f"{table} | {row_name} | {column} | {per_build}")
             print()
 
 
