@@ -416,10 +416,10 @@ probe_summary() {
              $2 == "disabled" { printf "!%s ", $1 }' | sed 's/ $//'
 }
 
-# Whether the guest in LOG hit the oops a stock kernel now and then hits under TCG: an int3
-# trap in sched_clock_cpu, a breakpoint in the kernel's own text that no user-space code puts
-# there (seen on 6.12 from sched_init_debug in early boot, and twice in the middle of a run,
-# before `boot` passed tsc=reliable). Any other oops or panic fails the target.
+# Whether the guest in LOG hit the oops a stock kernel can hit under TCG: an int3 trap in
+# sched_clock_cpu while the kernel patches its sched_clock branches (in early boot, or later
+# where the clocksource watchdog still runs), a breakpoint in the kernel's own text that no
+# user-space code puts there. Any other oops or panic fails the target.
 clock_int3_oops() {
     grep -q 'Oops: int3' "$1" && grep -q 'RIP: 0010:sched_clock_cpu' "$1"
 }
