@@ -43,22 +43,19 @@ pub struct Outcomes {
 
 impl fmt::Display for Decisions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kinds = [
-            ("lock", self.lock),
-            ("notify", self.notify),
-            ("hand-off", self.hand_off),
-        ];
-        for (i, (name, o)) in kinds.into_iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(
-                f,
-                "{name}: {} spins won, {} lost, {} skipped",
-                o.won, o.lost, o.skipped
-            )?;
-        }
-        Ok(())
+        let Decisions {
+            lock,
+            notify,
+            hand_off,
+        } = self;
+        write!(f, "lock: {lock}; notify: {notify}; hand-off: {hand_off}")
+    }
+}
+
+impl fmt::Display for Outcomes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Outcomes { won, lost, skipped } = self;
+        write!(f, "{won} spins won, {lost} lost, {skipped} skipped")
     }
 }
 

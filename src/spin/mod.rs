@@ -54,6 +54,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use crate::futex::sys::MODEL_CHECKED;
+use crate::futex::Deadline;
 
 /// How long a [`SpinWait`] spins before it sleeps: long enough to see a short critical section
 /// end, or a partner answer, on another CPU; short enough that a waiter behind a blocked
@@ -142,13 +143,16 @@ impl SpinWait {
         spun
     }
 
-    /// Runs of [`spin_run`](SpinWait::spin_run) until `done` holds (true) or the budget is
-    /// spent (false).
+    /// Runs of [`spin_run`](SpinWait::spin_run) until `done` holds (true), or the budget is
+    /// spent or `deadline` has passed (false; the clock is read once per longest run).
     #[inline]
-    fn spin_uncounted_until(mut self, done: &mut impl FnMut() -> bool) -> bool {
+    fn spin_until(&mut self, deadline: Option<Deadline>, done: &mut dyn FnMut() -> bool) -> bool {
         while self.spin_run() {
             if done() {
                 return true;
+            }
+            if self.run == MAX_PAUSES_BETWEEN_LOOKS && deadline.is_some_and(|d| d.has_passed()) {
+                return false;
             }
         }
         false
@@ -243,27 +247,4 @@ fn time_spin_hint() -> u32 {
         best = best.min(start.elapsed().as_nanos());
     }
     ((best / u128::from(HINTS)) as u32).clamp(1, 1_000)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_spin_wait_is_bounded_and_backs_off() {
-        let mut spin = SpinWait::new();
-        let mut looks = 0;
-        while spin.spin() {
-            looks += 1;
-            assert!(looks < 1_000, "the budget never ran out");
-        }
-        if spinning_can_pay() {
-            assert!(looks > 0);
-            // Doubling runs: far fewer looks than hints.
-            assert!(looks <= SPIN_WAIT_NS);
-        } else {
-            assert_eq!(looks, 0);
-        }
-        assert!(!spin.spin(), "spent stays spent");
-    }
 }

@@ -121,7 +121,7 @@ pub(crate) fn spin_for_notify(deadline: Option<Deadline>, mut done: impl FnMut()
     };
     let started = Instant::now();
     let won = loop {
-        let won = SpinWait::new().spin_uncounted_until(&mut done);
+        let won = SpinWait::new().spin_until(deadline, &mut done);
         if won
             || !long
             || started.elapsed() >= Duration::from_nanos(MAX_SPIN_NS.into())
