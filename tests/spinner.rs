@@ -20,7 +20,7 @@ fn holds_from_check(n: usize) -> impl FnMut() -> bool {
 }
 
 #[test]
-fn a_spin_wait_is_bounded_and_backs_off() {
+fn a_spin_wait_is_bounded_and_stays_spent() {
     let mut spin = SpinWait::new();
     let mut looks = 0;
     while spin.spin() {
