@@ -1,6 +1,6 @@
-//! The spin primitives as a user drives them: a [`SpinWait`]'s budget is bounded and its runs
-//! grow, a [`Spinner`] reports its condition, keeps spinning while its spins win and stops after
-//! a run of losses, probing once in 16 waits. Spinning needs a second usable CPU; with one,
+//! The spin primitives as a user drives them: a [`SpinWait`]'s budget is bounded and stays
+//! spent; a [`Spinner`] reports its condition, keeps spinning while its spins win and stops
+//! after a run of losses, probing once in 16 waits. Spinning needs a second usable CPU; with one,
 //! every spin is a single look.
 #![cfg(not(any(futexkit_loom, futexkit_shuttle)))]
 
